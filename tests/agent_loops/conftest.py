@@ -1,5 +1,5 @@
 """Fixtures of the agent-loop tests: verl's real ``AgentLoopWorker`` built in-process (no Ray, no GPU; only
-``LLMServerClient.generate`` is replaced) and a scripted retriever on 127.0.0.1."""
+``LLMServerClient.generate`` is replaced), the real retriever server on 127.0.0.1, and a scripted one for faults."""
 
 from __future__ import annotations
 
@@ -20,7 +20,14 @@ def corpus_documents() -> list[dict[str, str]]:
 
 
 @pytest.fixture
-def retriever():
+def retriever(retriever_service):
+    """The real retriever server over the fixture corpus, its request log cleared for this test."""
+    retriever_service.requests.clear()
+    return retriever_service
+
+
+@pytest.fixture
+def flaky_retriever():
     """A scripted Search-R1 retriever over the fixture corpus (set ``.mode`` to inject faults)."""
     with FakeRetriever(corpus_documents()) as server:
         yield server

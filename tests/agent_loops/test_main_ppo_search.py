@@ -1,4 +1,5 @@
-"""Slow: verl's real main_ppo (2 GRPO steps, CPU mode) with the search agent loop and a retriever on 127.0.0.1.
+"""Slow: verl's real main_ppo (2 GRPO steps, CPU mode) with the search agent loop and the real retriever server
+(MiniLM index of the fixture corpus) on 127.0.0.1.
 
 The trainer's batch must hold responses with retrieved passages, masked out of the loss:
 
@@ -22,10 +23,6 @@ import pytest
 
 from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
 from agentrag_verl.agent_loops import fields as F
-from agentrag_verl.tools.fake_retriever import FakeRetriever
-
-from .conftest import corpus_documents
-
 HERE = Path(__file__).parent
 
 
@@ -36,40 +33,39 @@ def _console_script() -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_main_ppo_grpo_with_search_agent_loop(tmp_path):
+def test_main_ppo_grpo_with_search_agent_loop(tmp_path, retriever):
     pytest.importorskip("vllm")
     evidence = tmp_path / "evidence.jsonl"
-    with FakeRetriever(corpus_documents()) as retriever:
-        cmd = [
-            "flock",
-            "/tmp/agentrag_main_ppo.lock",
-            _console_script(),
-            "train-local",
-            "--work-dir",
-            str(tmp_path / "work"),
-            "--format",
-            "searchr1",
-            "--agent-loop-config",
-            AGENT_LOOP_CONFIG,
-            "--agent-name",
-            "searchr1_agent",
-            "--reward-module",
-            str(HERE / "masking_evidence_reward.py"),
-            "--reward-name",
-            "MaskingEvidenceReward",
-            "--response-length",
-            "160",
-            "--quiet",
-            "--",
-            f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever.url}",
-            # A random policy never writes <search>: retrieve for the question first so passages are in the batch.
-            "+actor_rollout_ref.rollout.custom.agentrag.initial_search=true",
-            "+actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens=48",
-            f"+reward.reward_kwargs.evidence_path={evidence}",
-        ]
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=880, env={**os.environ})
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        assert retriever.requests, "the agent loop never reached the retriever"
+    cmd = [
+        "flock",
+        "/tmp/agentrag_main_ppo.lock",
+        _console_script(),
+        "train-local",
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--format",
+        "searchr1",
+        "--agent-loop-config",
+        AGENT_LOOP_CONFIG,
+        "--agent-name",
+        "searchr1_agent",
+        "--reward-module",
+        str(HERE / "masking_evidence_reward.py"),
+        "--reward-name",
+        "MaskingEvidenceReward",
+        "--response-length",
+        "160",
+        "--quiet",
+        "--",
+        f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever.url}",
+        # A random policy never writes <search>: retrieve for the question first so passages are in the batch.
+        "+actor_rollout_ref.rollout.custom.agentrag.initial_search=true",
+        "+actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens=48",
+        f"+reward.reward_kwargs.evidence_path={evidence}",
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=880, env={**os.environ})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert retriever.requests, "the agent loop never reached the retriever"
     summary = json.loads((tmp_path / "work" / "summary.json").read_text())
     records = [json.loads(line) for line in evidence.read_text().splitlines()]
     # 2 steps x 4 prompts x n=2 training samples, plus validation samples.

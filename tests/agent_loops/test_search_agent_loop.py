@@ -240,23 +240,23 @@ async def test_empty_query_is_invalid_and_not_sent(make_worker, retriever):
         ("garbage", 1, "bad_response"),
     ],
 )
-async def test_retriever_failure_becomes_observation(make_worker, retriever, mode, expected_requests, kind):
+async def test_retriever_failure_becomes_observation(make_worker, flaky_retriever, mode, expected_requests, kind):
     worker = make_worker()
     tok = worker.tokenizer
-    retriever.mode, retriever.delay_s = mode, 0.5
+    flaky_retriever.mode, flaky_retriever.delay_s = mode, 0.5
     turns = [search_turn("searchr1", "Orla Brennick"), answer_turn("searchr1", "x")]
     out, _ = await run(
         worker,
         "searchr1",
         TurnScript("searchr1", turns),
-        retriever_url=retriever.url,
+        retriever_url=flaky_retriever.url,
         retriever_max_retries=1,
         retriever_backoff_s=0.01,
         retriever_timeout_s=0.2,
     )
     ids, mask = unpad(out)
     extra = out.non_tensor_batch
-    assert len(retriever.requests) == expected_requests
+    assert len(flaky_retriever.requests) == expected_requests
     assert extra[F.RETRIEVER_ERRORS][0] == 1 and extra[F.NUM_SEARCHES][0] == 1
     steps = extra[F.STEPS][0]
     assert [s[F.STEP_KIND] for s in steps] == ["search", "answer"]  # the trajectory went on

@@ -24,7 +24,14 @@ def documents() -> list[dict[str, str]]:
 
 
 @pytest.fixture
-def retriever():
+def retriever(retriever_service):
+    """The real retriever server, its request log cleared."""
+    retriever_service.requests.clear()
+    return retriever_service
+
+
+@pytest.fixture
+def flaky_retriever():
     with FakeRetriever(documents()) as server:
         yield server
 
@@ -39,11 +46,11 @@ async def test_execute_formats_passages_and_metrics(retriever):
     assert metrics["search/doc_ids"][0] == [h["document"]["id"] for h in retriever.search("Orla Brennick", 2)]
 
 
-async def test_execute_errors_are_text(retriever):
-    tool = SearchTool({"type": "native", "retriever_url": retriever.url, "max_retries": 0})
+async def test_execute_errors_are_text(flaky_retriever):
+    tool = SearchTool({"type": "native", "retriever_url": flaky_retriever.url, "max_retries": 0})
     response, _, metrics = await tool.execute("i", {"query_list": []})
     assert "query_list" in response.text and metrics["search/errors"] == 1
-    retriever.mode = "down"
+    flaky_retriever.mode = "down"
     response, _, metrics = await tool.execute("i", {"query_list": ["x"]})
     assert response.text == "Search failed (http_5xx); no documents were retrieved." and metrics["search/errors"] == 1
 

