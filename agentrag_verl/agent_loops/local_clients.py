@@ -36,7 +36,8 @@ def _token_output(token_ids: list[int], logprobs: bool) -> Any:
         token_ids=token_ids,
         log_probs=[-0.5] * len(token_ids) if logprobs else None,
         stop_reason="completed",
-        extra_fields={"global_steps": 0},
+        # LLMServerClient.generate adds the weight-version bounds the V1 trainer's metrics read.
+        extra_fields={"global_steps": 0, "min_global_steps": 0, "max_global_steps": 0},
     )
 
 

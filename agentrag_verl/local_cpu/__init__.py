@@ -11,7 +11,8 @@ this package. :func:`activate`
   (``EngineRegistry.get_engine_cls``), and that variable is verl's switch to pick them on another device;
 * sets ``VLLM_TARGET_DEVICE=cpu`` unless set, so vLLM picks its CPU platform in every subprocess;
 * installs the runtime patches in :mod:`agentrag_verl.local_cpu.patches` and the ``vllm`` metadata alias in
-  :mod:`agentrag_verl.local_cpu.vllm_dist_shim`.
+  :mod:`agentrag_verl.local_cpu.vllm_dist_shim`, and (when asked) the token-reward dump of
+  :mod:`agentrag_verl.local_cpu.token_rewards`.
 
 ``agentrag-verl train-local`` (:mod:`agentrag_verl.local_cpu.train_local`) runs ``main_ppo`` with the CPU settings;
 ``recipes/local_cpu/README.md`` documents the recipe, the root causes and the measured cost.
@@ -41,7 +42,7 @@ def activate() -> None:
 
     from verl.plugin.platform import platform_manager
 
-    from agentrag_verl.local_cpu import patches, platform_cpu, vllm_dist_shim
+    from agentrag_verl.local_cpu import patches, platform_cpu, token_rewards, vllm_dist_shim
 
     current = platform_manager._current_platform
     if current is not None and current.device_name != "cpu":
@@ -51,6 +52,7 @@ def activate() -> None:
         )
     assert platform_manager.PlatformRegistry.get(CPU_PLATFORM) is platform_cpu.PlatformCPU
     patches.install()
+    token_rewards.install()
     if "vllm_metadata" in patches.skipped():
         patches.logger.warning("agentrag_verl.local_cpu: patch 'vllm_metadata' skipped (%s)", patches.SKIP_ENV)
     else:

@@ -246,6 +246,12 @@ def run(args: argparse.Namespace) -> int:
         cmd += [f"--config-path={Path(args.config_path).resolve()}", f"--config-name={args.config_name}"]
     cmd += merge_overrides(ours, overrides)
     env = {**os.environ, **CPU_ENV}
+    if args.dump_token_rewards:
+        from agentrag_verl.local_cpu.token_rewards import ENV as DUMP_ENV
+
+        dump = work_dir / "token_rewards.jsonl"
+        dump.unlink(missing_ok=True)
+        env[DUMP_ENV] = str(dump)
     log_path = work_dir / "main_ppo.log"
     print("agentrag-verl train-local:", " ".join(cmd), flush=True)
     try:
@@ -300,5 +306,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--min-free-gib", type=float, default=DEFAULT_MIN_FREE_GIB, help="Refuse to start below this.")
     p.add_argument("--skip-checks", action="store_true", help="Skip the vLLM / memory pre-flight checks.")
     p.add_argument("--quiet", action="store_true", help="Write main_ppo's output only to the log file.")
+    p.add_argument(
+        "--dump-token-rewards",
+        action="store_true",
+        help="Write the trainer's non-zero token-level rewards per sample to <work-dir>/token_rewards.jsonl.",
+    )
     p.add_argument("overrides", nargs=argparse.REMAINDER, help="Hydra overrides for main_ppo (after --).")
     p.set_defaults(func=run)

@@ -1,14 +1,17 @@
 """verl's real ``main_ppo`` on this CPU box with our reward managers (slow; two runs in total, never in parallel:
 each holds /tmp/agentrag_main_ppo.lock through ``flock``).
 
-1. GRPO, HiPRAG agent loop (policy re-answers through the rollout server) + ``HipragRewardManager`` with its
-   judges on the fake OpenAI server and the fake retriever over HTTP.
-2. PPO-GAE with a critic, AutoSearch agent loop + ``AutoSearchRewardManager`` + the per-step
-   ``StepRewardAgentLoopManager`` (``rm_scores`` -> ``token_level_scores``).
+A random tiny policy almost never writes a well-formed, correct trajectory, so both runs use the scripted oracle
+policy inside our real agent loop (:mod:`agentrag_verl.testing.oracle_policy`): one search for the question through
+the real retriever server, then the gold answer. The rewards therefore have known values:
 
-With a random tiny policy few trajectories are well-formed, so these runs check wiring (the managers score, their
-``reward_extra_info`` reaches verl's metrics, training steps finish), not reward values; those are covered by the
-fast tests.
+1. GRPO, HiPRAG loop (policy re-answers) + ``HipragRewardManager`` with both judges on the fake OpenAI server over
+   HTTP, always answering True: the search step is judged an over-search, the non-search step correct, so every
+   trajectory scores Eq. 1 with A = F = 1 and 1 optimal step of 2: 1.0 + 0.4 x 1/2 = 1.2.
+2. PPO-GAE with a critic, AutoSearch loop (intermediate answers) + ``AutoSearchRewardManager`` + the per-step
+   ``StepRewardAgentLoopManager``: the trainer's token-level rewards right before GAE (dumped by ``train-local
+   --dump-token-rewards``) hold exactly two non-zero values per sample, the retrieval step's and the answer's
+   (Eq. 1, 2, 7, 9), on model-generated tokens: the retrieval step's last token, then the response's last one.
 """
 
 from __future__ import annotations
@@ -23,10 +26,18 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
-def corpus_documents() -> list[dict[str, str]]:
-    from agentrag_verl.testing import load_corpus
-
-    return [{"id": p.id, "contents": f'"{p.title}"\n{p.text}'} for p in load_corpus()]
+ORACLE_YAML = """
+- name: oracle_hiprag
+  _target_: agentrag_verl.testing.oracle_policy.OracleAgentLoop
+  format: hiprag
+  reanswers: true
+  max_observation_tokens: 64
+- name: oracle_autosearch
+  _target_: agentrag_verl.testing.oracle_policy.OracleAgentLoop
+  format: autosearch
+  intermediate_answers: true
+  max_observation_tokens: 64
+"""
 
 
 def train_local(work: Path, args: list[str], overrides: list[str]) -> tuple[subprocess.CompletedProcess, dict, str]:
@@ -41,36 +52,34 @@ def train_local(work: Path, args: list[str], overrides: list[str]) -> tuple[subp
 
 
 @pytest.fixture(scope="module")
-def services():
+def judge():
     pytest.importorskip("vllm", reason='needs the cpu-rollout extra: pip install "agentrag-verl[cpu-rollout]"')
     from agentrag_verl.testing import FakeOpenAIServer
-    from agentrag_verl.tools.fake_retriever import FakeRetriever
 
-    with FakeRetriever(corpus_documents()) as retriever, FakeOpenAIServer(replies="<answer>True</answer>") as judge:
-        yield retriever, judge
+    with FakeOpenAIServer(replies="<answer>True</answer>") as server:
+        yield server
 
 
-def common(retriever) -> list[str]:
+def common(tmp_path: Path, retriever_url: str) -> list[str]:
+    yaml_path = tmp_path / "oracle_agent_loops.yaml"
+    yaml_path.write_text(ORACLE_YAML)
     return [
-        f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever.url}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={yaml_path}",
+        f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever_url}",
         "data.max_prompt_length=1024",
         "actor_rollout_ref.rollout.prompt_length=1024",
     ]
 
 
-def test_grpo_with_hiprag_manager(services, tmp_path):
-    from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
-
-    retriever, judge = services
+def test_grpo_with_hiprag_manager(judge, retriever_service, tmp_path):
     args = [
         "--format=hiprag",
-        f"--agent-loop-config={AGENT_LOOP_CONFIG}",
-        "--agent-name=hiprag_agent",
+        "--agent-name=oracle_hiprag",
         "--reward-module=pkg://agentrag_verl.rewards.managers",
         "--reward-name=HipragRewardManager",
-        "--response-length=96",
+        "--response-length=320",
     ]
-    overrides = common(retriever) + [
+    overrides = common(tmp_path, retriever_service.url) + [
         f"+reward.reward_kwargs.judge.base_url={judge.base_url}",
         "+reward.reward_kwargs.judge.model=fake-model",
         "+reward.reward_kwargs.judge.api_key_env=null",
@@ -78,24 +87,28 @@ def test_grpo_with_hiprag_manager(services, tmp_path):
     proc, summary, log = train_local(tmp_path, args, overrides)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-6000:]
     assert sorted(summary["steps"]) == ["1", "2"]
-    assert "hiprag_judged" in log  # the manager's reward_extra_info reached verl's metrics
     for metrics in summary["steps"].values():
-        assert 0.0 <= metrics["critic/score/mean"] <= 1.4  # Eq. 1 range
+        # Every trajectory: A = F = 1, search step over-searched, non-search step correct -> Eq. 1 = 1.2.
+        assert metrics["critic/score/mean"] == pytest.approx(1.2, abs=1e-4)
+        assert metrics["critic/score/min"] == pytest.approx(1.2, abs=1e-4)
+    prompts = [str(r.body["messages"]) for r in judge.requests if r.body]  # (the start-up check is a GET)
+    over = [p for p in prompts if "Statement 1:" in p]
+    assert over and len(over) < len(prompts)  # both judges ran: over-search (with the re-answer) and under-search
+    assert retriever_service.requests  # the loop searched through the real retriever
 
 
-def test_ppo_gae_with_autosearch_step_rewards(services, tmp_path):
-    from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
+def test_ppo_gae_with_autosearch_step_rewards(retriever_service, tmp_path):
+    from agentrag_verl.rewards import autosearch
 
-    retriever, _ = services
     args = [
         "--format=autosearch",
-        f"--agent-loop-config={AGENT_LOOP_CONFIG}",
-        "--agent-name=autosearch_agent",
+        "--agent-name=oracle_autosearch",
         "--reward-module=pkg://agentrag_verl.rewards.managers",
         "--reward-name=AutoSearchRewardManager",
-        "--response-length=96",
+        "--response-length=256",
+        "--dump-token-rewards",
     ]
-    overrides = common(retriever) + [
+    overrides = common(tmp_path, retriever_service.url) + [
         "algorithm.adv_estimator=gae",
         "+actor_rollout_ref.rollout.agent.agent_loop_manager_class="
         "agentrag_verl.rewards.managers.step_rewards.StepRewardAgentLoopManager",
@@ -113,6 +126,14 @@ def test_ppo_gae_with_autosearch_step_rewards(services, tmp_path):
     proc, summary, log = train_local(tmp_path, args, overrides)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-6000:]
     assert sorted(summary["steps"]) == ["1", "2"]
-    assert "as_t_c" in log
     for metrics in summary["steps"].values():
         assert "critic/vf_loss" in metrics
+    retrieval_reward, answer_reward = autosearch.step_rewards([True], True, 1.0, [1.0], [1.0])
+    rows = [json.loads(line) for line in (tmp_path / "token_rewards.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 4 * 2  # 2 steps x 4 prompts x n = 2
+    for row in rows:
+        (step_pos, step_r, step_m), (end_pos, end_r, end_m) = row["rewards"]
+        assert step_m == end_m == 1  # rewards sit on model-generated tokens, where GAE reads them
+        assert step_r == pytest.approx(retrieval_reward, abs=1e-5) and end_r == pytest.approx(answer_reward, abs=1e-5)
+        assert step_pos < end_pos == row["last_mask_one"]
+        assert row["mask_ones"] < end_pos + 1  # the retrieved passages (mask 0) lie between the two rewards

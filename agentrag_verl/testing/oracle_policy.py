@@ -1,0 +1,73 @@
+"""A scripted "oracle" policy inside our real search agent loop, for ``main_ppo`` integration tests of rewards.
+
+A random tiny policy almost never writes a well-formed, correct trajectory, so inside ``main_ppo`` a reward
+manager's best-case paths (HiPRAG's judges run only when A = F = 1; AutoSearch's retrieval-step rewards need a
+search step) would never run. :class:`OracleAgentLoop` is
+:class:`~agentrag_verl.agent_loops.search_agent_loop.SearchAgentLoop` with its ``server_manager`` replaced by a
+:class:`~agentrag_verl.agent_loops.local_clients.ScriptedLLMClient` that knows the row's gold answer: every
+trajectory is one search step (the question as query; the loop retrieves and injects the passages), then (HiPRAG)
+one non-search step, then the gold answer. Everything else is real: the retriever call, observation masking, the
+auxiliary generations (HiPRAG re-answers, AutoSearch intermediate answers: the oracle answers both with the gold),
+the ``extra_fields``, and whatever reward manager the run uses. The trainer then trains the actor on these scripted
+tokens; rollout log-probs are a constant, so ``rollout_probs_diff`` metrics are meaningless in such runs.
+
+Formats: ``hiprag``, ``searchr1``, ``autosearch``. Use it from an agent-loop YAML
+(``_target_: agentrag_verl.testing.oracle_policy.OracleAgentLoop`` plus the usual loop keys); dataset rows need
+``reward_model.ground_truth``. Never use it to train a model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentrag_verl.agent_loops.local_clients import ScriptedLLMClient
+from agentrag_verl.agent_loops.search_agent_loop import HIPRAG_REANSWER_TEMPLATE, SearchAgentLoop, question_of
+from agentrag_verl.formats import get_format
+
+__all__ = ["OracleAgentLoop", "oracle_reply"]
+
+_REANSWER_MARK = HIPRAG_REANSWER_TEMPLATE.split("{query}")[0].strip()
+_INTERMEDIATE_MARK = get_format("searchr1").prompts["intermediate_answer"].user.split("\n")[0]
+
+
+def oracle_reply(fmt: str, prompt: str, question: str, gold: str, eos: str) -> str:
+    """The oracle's next generation in format ``fmt`` given the decoded prompt (the conversation so far).
+
+    >>> oracle_reply("hiprag", "...Question: Who? <|im_start|>assistant\\n", "Who?", "Ada", "<eos>")
+    '<think><step><reasoning>I need to look up: Who?</reasoning><search>Who?</search>'
+    >>> oracle_reply("hiprag", "...</context>\\n<conclusion>", "Who?", "Ada", "<eos>")[:41]
+    'The passages say Ada.</conclusion></step>'
+    >>> oracle_reply("searchr1", "...</information>\\n\\n", "Who?", "Ada", "")
+    '<think>The passages say Ada.</think>\\n<answer>Ada</answer>'
+    """
+    if _REANSWER_MARK in prompt or _INTERMEDIATE_MARK in prompt:  # auxiliary generations
+        return f"<think>I know this.</think>\n<answer>{gold}</answer>{eos}"
+    if fmt == "hiprag":
+        if prompt.rstrip().endswith("<conclusion>"):  # the loop injected the passages after our search
+            return (
+                f"The passages say {gold}.</conclusion></step>"
+                f"<step><reasoning>So the answer is {gold}.</reasoning><conclusion>{gold}</conclusion></step>"
+                f"</think>\n<answer>{gold}</answer>{eos}"
+            )
+        return f"<think><step><reasoning>I need to look up: {question}</reasoning><search>{question}</search>"
+    if fmt in ("searchr1", "autosearch"):
+        if prompt.rstrip().endswith("</information>"):
+            return f"<think>The passages say {gold}.</think>\n<answer>{gold}</answer>{eos}"
+        return f"<think>I need to look up: {question}</think>\n<search> {question} </search>"
+    raise ValueError(f"the oracle policy writes hiprag, searchr1 or autosearch trajectories, not {fmt!r}")
+
+
+class OracleAgentLoop(SearchAgentLoop):
+    """Search agent loop whose policy is the scripted oracle of :func:`oracle_reply` (tests only)."""
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+        from agentrag_verl.rewards.managers.sample import gold_answers
+
+        golds = gold_answers((kwargs.get("reward_model") or {}).get("ground_truth"))
+        if not golds:
+            raise ValueError("OracleAgentLoop needs reward_model.ground_truth in every dataset row")
+        fmt, question, gold, eos = self.format_name, question_of(kwargs), golds[0], self.tokenizer.eos_token or ""
+        self.server_manager = ScriptedLLMClient(
+            self.tokenizer, lambda prompt, params: oracle_reply(fmt, prompt, question, gold, eos)
+        )
+        return await super().run(sampling_params, **kwargs)
