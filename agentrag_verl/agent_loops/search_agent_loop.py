@@ -225,6 +225,8 @@ class SearchAgentLoop(AgentLoopBase):
         self.spec = self.format.action_spec
         self.max_searches = self.spec.max_searches if self.options.max_searches is None else self.options.max_searches
         self.response_length = int(self.rollout_config.response_length)
+        self.aux_server_manager = self.server_manager
+        """Client of the auxiliary generations (default: the rollout server, i.e. the policy itself)."""
 
     # ------------------------------------------------------------------------------------------------ helpers
 
@@ -305,7 +307,7 @@ class SearchAgentLoop(AgentLoopBase):
         """An auxiliary policy generation (chat messages in, text out); counted in ``aux_cost``."""
         t0 = time.perf_counter()
         prompt_ids = await self.ct_build_initial_tokens(messages)
-        output = await self.server_manager.generate(
+        output = await self.aux_server_manager.generate(
             request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=dict(params)
         )
         ids = list(output.token_ids)

@@ -8,6 +8,7 @@ pytest fixtures. Names resolve lazily, so ``import agentrag_verl.testing`` impor
 - :class:`FakeOpenAIServer`, :class:`Fault` — an OpenAI-compatible chat/completions server on 127.0.0.1 with
   scripted replies and fault injection.
 - :func:`local_ray` — a throwaway local Ray cluster.
+- :class:`FakeRetriever` — a scripted Search-R1 retriever on 127.0.0.1 with failure modes (down, slow, 4xx, garbage).
 - :func:`fixture_index`, :class:`RetrieverServer` — the real retriever server over the fixture corpus (MiniLM) on
   127.0.0.1.
 - :func:`load_corpus`, :func:`load_qa`, :func:`write_corpus`, :func:`write_qa` — a small original corpus and
@@ -30,6 +31,7 @@ _EXPORTS = {
     "write_corpus": "corpus",
     "write_qa": "corpus",
     "CORPUS_PATH": "corpus",
+    "FakeRetriever": "fake_retriever",
     "fixture_index": "retriever",
     "RetrieverServer": "retriever",
     "QA_PATH": "corpus",

@@ -7,9 +7,10 @@ search step) would never run. :class:`OracleAgentLoop` is
 :class:`~agentrag_verl.agent_loops.local_clients.ScriptedLLMClient` that knows the row's gold answer: every
 trajectory is one search step (the question as query; the loop retrieves and injects the passages), then (HiPRAG)
 one non-search step, then the gold answer. Everything else is real: the retriever call, observation masking, the
-auxiliary generations (HiPRAG re-answers, AutoSearch intermediate answers: the oracle answers both with the gold),
-the ``extra_fields``, and whatever reward manager the run uses. The trainer then trains the actor on these scripted
-tokens; rollout log-probs are a constant, so ``rollout_probs_diff`` metrics are meaningless in such runs.
+``extra_fields``, whatever reward manager the run uses, and the auxiliary generations (HiPRAG re-answers,
+AutoSearch intermediate answers), which go to the real policy unless ``oracle_aux: true`` makes the oracle answer
+them too (with the gold, so that rewards built on them have known values). The trainer then trains the actor on
+these scripted tokens; rollout log-probs are a constant, so ``rollout_probs_diff`` metrics are meaningless here.
 
 Formats: ``hiprag``, ``searchr1``, ``autosearch``. Use it from an agent-loop YAML
 (``_target_: agentrag_verl.testing.oracle_policy.OracleAgentLoop`` plus the usual loop keys); dataset rows need
@@ -58,7 +59,16 @@ def oracle_reply(fmt: str, prompt: str, question: str, gold: str, eos: str) -> s
 
 
 class OracleAgentLoop(SearchAgentLoop):
-    """Search agent loop whose policy is the scripted oracle of :func:`oracle_reply` (tests only)."""
+    """Search agent loop whose policy is the scripted oracle of :func:`oracle_reply` (tests only).
+
+    Args:
+        oracle_aux: The oracle also writes the auxiliary generations (default: the real policy does).
+        **kwargs: As :class:`~agentrag_verl.agent_loops.search_agent_loop.SearchAgentLoop`.
+    """
+
+    def __init__(self, *args: Any, oracle_aux: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.oracle_aux = bool(oracle_aux)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
         from agentrag_verl.rewards.managers.sample import gold_answers
@@ -70,4 +80,6 @@ class OracleAgentLoop(SearchAgentLoop):
         self.server_manager = ScriptedLLMClient(
             self.tokenizer, lambda prompt, params: oracle_reply(fmt, prompt, question, gold, eos)
         )
+        if self.oracle_aux:
+            self.aux_server_manager = self.server_manager
         return await super().run(sampling_params, **kwargs)

@@ -6,7 +6,6 @@ function-calling tool.
   and 5xx; never on 4xx).
 - :class:`~agentrag_verl.tools.search_tool.SearchTool`: ``verl.tools.base_tool.BaseTool`` for verl's ``tool_agent``
   loop (hermes ``query_list`` calls).
-- :class:`~agentrag_verl.tools.fake_retriever.FakeRetriever`: a scripted retriever on 127.0.0.1 for tests and demos.
 
 Names resolve lazily: ``import agentrag_verl.tools`` imports neither verl nor torch.
 """
@@ -21,7 +20,6 @@ _EXPORTS = {
     "RetrievalError": "retriever_client",
     "get_retriever_client": "retriever_client",
     "SearchTool": "search_tool",
-    "FakeRetriever": "fake_retriever",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agentrag_verl.tools.fake_retriever import FakeRetriever
+from agentrag_verl.testing.fake_retriever import FakeRetriever
 
 
 def corpus_documents() -> list[dict[str, str]]:

@@ -23,6 +23,7 @@ import pytest
 
 from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
 from agentrag_verl.agent_loops import fields as F
+
 HERE = Path(__file__).parent
 
 

