@@ -29,6 +29,7 @@ from .base import Action, ActionSpec, Format, PromptTemplate, Step, Trajectory, 
 __all__ = [
     "get_format",
     "available_formats",
+    "register_format",
     "Format",
     "Trajectory",
     "Step",
@@ -49,6 +50,22 @@ def available_formats() -> list[str]:
     ['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1']
     """
     return list(_FORMATS)
+
+
+def register_format(fmt: Format, *, replace: bool = False) -> Format:
+    """Make ``fmt`` available to :func:`get_format` (agent loops, reward parts, eval) under ``fmt.name``.
+
+    Registration is per process: call it at import time of a module every process imports (your ``verl.plugins``
+    entry point, or the module of your agent loop / reward manager), so Ray workers see it too.
+
+    Raises:
+        ValueError: The name is taken (by a built-in format or an alias) and ``replace`` is false.
+    """
+    key = str(fmt.name).strip().lower()
+    if not replace and (key in _FORMATS or key in _ALIASES):
+        raise ValueError(f"Trajectory format {key!r} is already registered; pick another name or pass replace=True.")
+    _FORMATS[key] = fmt
+    return fmt
 
 
 def get_format(name: str) -> Format:

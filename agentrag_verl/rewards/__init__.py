@@ -12,7 +12,10 @@ module              implements
 ``autosearch``      AutoSearch Eq. 1, 2, 6, 7, 9 per-step rewards (SPEC §5)
 ==================  ======================================================================================
 
-The verl adapters (reward managers and the AutoSearch per-step agent-loop manager) live in
+Composable reward parts over one trajectory record (:mod:`agentrag_verl.rewards.record`) live in
+:mod:`agentrag_verl.rewards.parts`: they read the record and call these functions, and every reward manager is a
+composition of them (``docs/extending.md``). The verl adapters (reward managers, the generic
+:class:`~agentrag_verl.rewards.managers.composed.ComposedRewardManager` and the per-step agent-loop manager) live in
 :mod:`agentrag_verl.rewards.managers` and import verl only there.
 """
 

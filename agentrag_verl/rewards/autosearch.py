@@ -23,7 +23,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["AutoSearchRewardConfig", "optimal_depth", "efficiency_rewards", "quality_rewards", "step_rewards"]
+__all__ = [
+    "AutoSearchRewardConfig",
+    "optimal_depth",
+    "format_rewards",
+    "outcome_reward",
+    "efficiency_rewards",
+    "quality_rewards",
+    "step_rewards",
+]
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,31 @@ def optimal_depth(intermediate_em: Sequence[bool | float]) -> int:
         if em:
             return t
     return -1
+
+
+def format_rewards(
+    step_valid: Sequence[bool], final_valid: bool, config: AutoSearchRewardConfig | None = None
+) -> list[float]:
+    """Eq. 1 step format reward: retrieval steps 1..T-1, then the answer step T.
+
+    >>> format_rewards([True, False], True)
+    [0.0, -0.05, 0.1]
+    >>> format_rewards([], False)
+    [-0.5]
+    """
+    c = config or AutoSearchRewardConfig()
+    return [c.retrieval_valid if ok else c.retrieval_invalid for ok in step_valid] + [
+        c.answer_valid if final_valid else c.answer_invalid
+    ]
+
+
+def outcome_reward(final_em: bool | float) -> float:
+    """Eq. 2 outcome reward at the answer step: the exact match of the final answer (1.0 or 0.0).
+
+    >>> outcome_reward(True), outcome_reward(0.0)
+    (1.0, 0.0)
+    """
+    return 1.0 if final_em else 0.0
 
 
 def efficiency_rewards(n_retrieval: int, t_c: int, config: AutoSearchRewardConfig | None = None) -> list[float]:
@@ -141,9 +174,8 @@ def step_rewards(
         )
     rewards = [0.0] * (n + 1)
     if c.use_base:
-        for i, ok in enumerate(step_valid):
-            rewards[i] += c.retrieval_valid if ok else c.retrieval_invalid
-        rewards[n] += c.answer_valid if final_valid else c.answer_invalid
+        for i, r in enumerate(format_rewards(step_valid, final_valid, c)):
+            rewards[i] += r
     if c.use_efficiency:
         for i, r in enumerate(efficiency_rewards(n, optimal_depth(intermediate_em), c)):
             rewards[i] += r
@@ -151,5 +183,5 @@ def step_rewards(
         for i, r in enumerate(quality_rewards(intermediate_f1, c)):
             rewards[i] += r
     if c.use_outcome:
-        rewards[n] += 1.0 if final_em else 0.0
+        rewards[n] += outcome_reward(final_em)
     return rewards

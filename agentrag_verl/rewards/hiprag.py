@@ -4,7 +4,8 @@ Paper: HiPRAG: Hierarchical Process Rewards for Efficient Agentic Retrieval Augm
 (reward), Eq. 2 (OSR / USR), §3.2 detectors.
 
 ``R = A(1 - λf) + λf·F + λp·A·F·Ncorr/N`` with A the cover exact match of the answer, F the format checker
-(Algorithms 2-3), N the number of steps and Ncorr the steps that are neither over- nor under-search.
+(Algorithms 2-3), N the number of steps and Ncorr the steps that are neither over- nor under-search. The first two
+terms are Search-R1 v0.3's outcome + format reward; the third is the gated process bonus (:func:`process_bonus`).
 
 Decisions (SPEC §1), each a parameter:
 
@@ -25,7 +26,7 @@ from typing import Literal
 
 from .searchr1 import outcome_format_reward
 
-__all__ = ["hierarchical_reward", "count_optimal_steps", "step_optimality"]
+__all__ = ["hierarchical_reward", "process_bonus", "count_optimal_steps", "step_optimality"]
 
 
 def step_optimality(
@@ -75,6 +76,53 @@ def count_optimal_steps(optimal: Sequence[bool | None]) -> tuple[int, int]:
     return sum(1 for o in judged if o), len(judged)
 
 
+def process_bonus(
+    answer_correct: bool | float,
+    format_ok: bool | float,
+    n_steps: int,
+    n_optimal: int,
+    lambda_p: float = 0.4,
+    *,
+    denominator: Literal["all", "search"] = "all",
+    n_search_steps: int | None = None,
+) -> float:
+    """The gated process bonus of Eq. 1, ``λp·A·F·Ncorr/N``: 0 unless A = F = 1.
+
+    Args:
+        answer_correct: A (HiPRAG: cover exact match of the answer).
+        format_ok: F (Algorithms 2-3).
+        n_steps: N, steps counted in the denominator (judged steps under ``exclude``).
+        n_optimal: Ncorr, optimal steps among them.
+        lambda_p: Process-bonus weight (0.4; ablations 0.2 / 0.6; 0 = no bonus).
+        denominator: ``"all"`` (paper) divides by ``n_steps``; ``"search"`` (authors' code) by ``n_search_steps``.
+        n_search_steps: Number of search steps, required for ``denominator="search"``.
+
+    Returns:
+        The bonus; in ``[0, λp]`` for ``"all"``; 0 when the denominator is 0.
+
+    >>> process_bonus(True, True, n_steps=4, n_optimal=3)  # 0.4 * 3/4
+    0.30000000000000004
+    >>> process_bonus(True, False, 4, 4), process_bonus(True, True, 0, 0)
+    (0.0, 0.0)
+    """
+    if not (answer_correct and format_ok) or lambda_p == 0:
+        return 0.0
+    if denominator == "all":
+        den = n_steps
+    elif denominator == "search":
+        if n_search_steps is None:
+            raise ValueError('denominator="search" needs n_search_steps (the number of search steps)')
+        den = n_search_steps
+    else:
+        raise ValueError(
+            f"Unknown HiPRAG denominator {denominator!r}; choose one of ['all', 'search']; "
+            "set reward.reward_kwargs.denominator"
+        )
+    if den <= 0:
+        return 0.0
+    return lambda_p * n_optimal / den
+
+
 def hierarchical_reward(
     answer_correct: bool | float,
     format_ok: bool | float,
@@ -86,7 +134,8 @@ def hierarchical_reward(
     denominator: Literal["all", "search"] = "all",
     n_search_steps: int | None = None,
 ) -> float:
-    """HiPRAG Eq. 1: ``A(1-λf) + λf·F + λp·A·F·Ncorr/N``.
+    """HiPRAG Eq. 1: ``A(1-λf) + λf·F + λp·A·F·Ncorr/N`` = Search-R1 v0.3 outcome + format
+    (:func:`~agentrag_verl.rewards.searchr1.outcome_format_reward`) + :func:`process_bonus`.
 
     Args:
         answer_correct: A (HiPRAG: cover exact match of the answer).
@@ -109,19 +158,7 @@ def hierarchical_reward(
     1.8
     """
     base = outcome_format_reward(answer_correct, format_ok, lambda_f)
-    if not (answer_correct and format_ok) or lambda_p == 0:
-        return base
-    if denominator == "all":
-        den = n_steps
-    elif denominator == "search":
-        if n_search_steps is None:
-            raise ValueError('denominator="search" needs n_search_steps (the number of search steps)')
-        den = n_search_steps
-    else:
-        raise ValueError(
-            f"Unknown HiPRAG denominator {denominator!r}; choose one of ['all', 'search']; "
-            "set reward.reward_kwargs.denominator"
-        )
-    if den <= 0:
-        return base
-    return base + lambda_p * n_optimal / den
+    bonus = process_bonus(
+        answer_correct, format_ok, n_steps, n_optimal, lambda_p, denominator=denominator, n_search_steps=n_search_steps
+    )
+    return base + bonus

@@ -91,3 +91,22 @@ def test_importing_formats_stays_light():
     code = "import sys, agentrag_verl.formats; print(any(m in sys.modules for m in ('torch', 'numpy', 'ray')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+def test_register_format_makes_a_grammar_available_and_refuses_clashes():
+    import dataclasses
+
+    from agentrag_verl.formats import available_formats, get_format, register_format
+
+    custom = dataclasses.replace(get_format("searchr1"), name="Custom_Tags")
+    try:
+        assert register_format(custom) is custom and get_format("custom_tags") is custom
+        with pytest.raises(ValueError, match="already registered"):
+            register_format(custom)
+        with pytest.raises(ValueError, match="already registered"):
+            register_format(dataclasses.replace(custom, name="autosearch"))
+    finally:
+        from agentrag_verl import formats
+
+        formats._FORMATS.pop("custom_tags", None)
+    assert "custom_tags" not in available_formats()

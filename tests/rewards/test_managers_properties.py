@@ -57,12 +57,13 @@ class FailingJudge:
         return [await self.judge(r) for r in requests]
 
 
-def make_manager(name: str):
+def make_manager(name: str, embedding_url: str):
     from omegaconf import OmegaConf
 
     from agentrag_verl.rewards import managers
 
-    kwargs = {"correctness": "em"} if name == "MultistageRewardManager" else {}
+    # Multi-stage needs query embeddings once a response has 2+ searches: the real retriever's /encode.
+    kwargs = {"correctness": "em", "embedding": {"url": embedding_url}} if name == "MultistageRewardManager" else {}
     config = OmegaConf.create({"reward": {"reward_kwargs": kwargs}})
     manager = getattr(managers, name)(config=config, tokenizer=CharTokenizer(), compute_score=None)
 
@@ -98,8 +99,8 @@ def make_data(response: str, fields, golds=("Paris",)):
 
 
 @pytest.mark.parametrize("name", list(RANGES))
-def test_managers_never_raise_and_keep_keys(name):
-    manager = make_manager(name)
+def test_managers_never_raise_and_keep_keys(name, retriever_service):
+    manager = make_manager(name, retriever_service.base_url)
     loop = asyncio.new_event_loop()
     low, high = RANGES[name]
     seen_keys = set()

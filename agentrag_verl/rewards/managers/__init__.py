@@ -17,6 +17,8 @@ Select one by name (``reward.reward_manager.name=hiprag``; registered by the ``v
     reward.reward_manager.module.path=pkg://agentrag_verl.rewards.managers
     reward.reward_manager.name=HipragRewardManager
 
+Each is a :class:`~agentrag_verl.rewards.managers.composed.ComposedRewardManager` over reward parts
+(:mod:`agentrag_verl.rewards.parts`); new designs are written the same way (``docs/extending.md``).
 Options go to ``reward.reward_kwargs`` (e.g. ``+reward.reward_kwargs.lambda_p=0.6``). This package imports verl
 (and torch); :mod:`agentrag_verl.rewards` itself does not.
 """

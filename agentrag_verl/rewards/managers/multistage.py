@@ -10,8 +10,9 @@ Stage switch (both documented in the README):
 - **Two runs** (``stage: 1`` then ``stage: 2`` resuming from the stage-1 checkpoint): a fixed ``stage`` wins
   over the threshold. If neither is set, or the step is unknown, stage 1 applies.
 
-Correctness: the B.4 judge (YES/NO) with ``judge_fallback`` on failure, or a string metric
-(``correctness: em | cem``). Query embeddings (Eq. 9, RC > 1): the retriever's ``POST /encode``
+Composed of :mod:`agentrag_verl.rewards.parts`: :class:`~agentrag_verl.rewards.parts.MultistageReward` over the
+staged answer, search and format parts. Correctness: the B.4 judge (YES/NO) with ``judge_fallback`` on failure, or
+a string metric (``correctness: em | cem``). Query embeddings (Eq. 9, RC > 1): the retriever's ``POST /encode``
 (``embedding.kind: retriever``) or an OpenAI-compatible ``POST /embeddings`` (``embedding.kind: openai``).
 """
 
@@ -20,14 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentrag_verl import formats
-from agentrag_verl.judges import uses
-from agentrag_verl.judges.policy import multistage_is_correct
-from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
-
 from .. import multistage as fn
-from .base import AgentRagRewardManager, options_from_config
-from .sample import Sample
+from .. import parts as P
+from ..parts.multistage import fetch_embeddings
+from .base import options_from_config
+from .composed import ComposedRewardManager
 
 __all__ = ["MultistageOptions", "MultistageRewardManager", "fetch_embeddings"]
 
@@ -65,100 +63,30 @@ class MultistageOptions:
         return options_from_config(cls, config)
 
 
-async def fetch_embeddings(queries: list[str], embedding: dict[str, Any]) -> list[list[float]]:
-    """Embed ``queries`` with the retriever's ``/encode`` or an OpenAI-compatible ``/embeddings`` endpoint.
-
-    Raises:
-        ValueError: ``embedding.url`` is unset or ``kind`` unknown.
-    """
-    import os
-
-    import aiohttp
-
-    kind = embedding.get("kind", "retriever")
-    url = embedding.get("url")
-    if not url:
-        raise ValueError(
-            "Multi-stage search reward needs query embeddings for RC > 1: set reward.reward_kwargs.embedding.url "
-            "(the retriever root, e.g. http://127.0.0.1:8000, or an OpenAI-compatible /v1 root)"
-        )
-    headers = {}
-    key_env = embedding.get("api_key_env")
-    if key_env and os.environ.get(key_env):
-        headers["Authorization"] = f"Bearer {os.environ[key_env]}"
-    timeout = aiohttp.ClientTimeout(total=float(embedding.get("timeout_s", 30)))
-    async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-        if kind == "retriever":
-            async with session.post(url.rstrip("/") + "/encode", json={"queries": queries, "kind": "query"}) as r:
-                r.raise_for_status()
-                return (await r.json())["embeddings"]
-        if kind == "openai":
-            body = {"input": queries, "model": embedding.get("model", "")}
-            async with session.post(url.rstrip("/") + "/embeddings", json=body) as r:
-                r.raise_for_status()
-                data = sorted((await r.json())["data"], key=lambda d: d.get("index", 0))
-                return [d["embedding"] for d in data]
-    raise ValueError(f"Unknown embedding kind {kind!r}; choose one of ['retriever', 'openai']")
-
-
-class MultistageRewardManager(AgentRagRewardManager):
+class MultistageRewardManager(ComposedRewardManager):
     """Multi-stage reward; ``acc`` = judge correctness (the paper's ACC)."""
 
     options_cls = MultistageOptions
     extra_keys = ("ms_stage", "ms_r_a", "ms_r_s", "ms_r_f", "ms_avg_sim", "ms_judge_used", "ms_embedding_errors")
 
-    async def score(self, sample: Sample) -> dict[str, float]:
-        o = self.options
-        fmt = formats.get_format("multistage")
-        traj = fmt.parse(sample.response)
-        ok = bool(fmt.check_format(sample.response))
-        pred = traj.answer
-        em = exact_match(pred, sample.golds)
-        cem = cover_exact_match(pred, sample.golds)
-        judge_requests = judge_failures = 0
-        if o.correctness == "judge" and pred is not None:
-            client = await self.judge("judge", o.judge)
-            verdict = await client.judge(uses.multistage_correctness_request(pred, sample.golds))
-            judge_requests, judge_failures = 1, int(not verdict.ok)
-            correct = multistage_is_correct(verdict, pred, sample.golds, o.judge_fallback)
-        elif o.correctness in ("judge", "em", "cem"):
-            correct = bool(cem if o.correctness == "cem" else em) and pred is not None
-        else:
-            raise ValueError(f"Unknown correctness {o.correctness!r}; choose one of ['judge', 'em', 'cem']")
-        stage = fn.stage_for_step(sample.global_step, o.stage, o.stage_switch_step)
-        queries = traj.queries
-        r_a = fn.answer_reward(correct, len(queries), stage, o.beta)
+    def build_reward(self, o: MultistageOptions) -> P.Reward:
+        """``r = r_a + r_s + r_f`` with correctness from the judge (paper) or a string metric."""
+        if o.correctness not in ("judge", "em", "cem"):
+            raise ValueError(
+                f"Unknown correctness {o.correctness!r}; choose one of ['judge', 'em', 'cem']; "
+                "set reward.reward_kwargs.correctness"
+            )
+        answer = P.AnswerMetrics("multistage", metric="cem" if o.correctness == "cem" else "em")
+        correct: P.Part = answer
+        if o.correctness == "judge":
+            correct = P.JudgeCorrectness(answer, o.judge, o.judge_fallback)
+        searches = P.SearchCount("multistage")
+        fmt = P.FormatCheck("multistage")
         rules = fn.ConcisenessRules(max_query_words=o.max_query_words, max_stopword_ratio=o.max_stopword_ratio)
-        r_s, avg_sim, emb_errors = 0.0, 0.0, 0
-        if o.use_search_reward:
-            if len(queries) > 1:
-                try:
-                    embeddings = await fetch_embeddings(queries, o.embedding)
-                    avg_sim = fn.average_pairwise_similarity(embeddings, o.pairwise)
-                    r_s = -avg_sim
-                except ValueError:
-                    raise
-                except Exception:
-                    emb_errors = 1  # endpoint down: r_s = 0 for this sample, counted
-            else:
-                r_s = fn.search_reward(queries, concise=rules)
-        r_f = fn.format_reward(ok)
-        return {
-            "score": fn.total_reward(r_a, r_s, r_f, use_search_reward=o.use_search_reward),
-            "acc": float(correct),
-            "em": em,
-            "cem": cem,
-            "f1": f1_score(pred, sample.golds),
-            "n_search": len(queries),
-            "format_ok": ok,
-            "has_agent_fields": sample.has_agent_fields,
-            "judge_requests": judge_requests,
-            "judge_failures": judge_failures,
-            "ms_stage": stage,
-            "ms_r_a": r_a,
-            "ms_r_s": r_s,
-            "ms_r_f": r_f,
-            "ms_avg_sim": avg_sim,
-            "ms_judge_used": float(o.correctness == "judge"),
-            "ms_embedding_errors": emb_errors,
-        }
+        search = P.MultistageSearch("multistage", o.embedding, o.pairwise, rules) if o.use_search_reward else None
+        total = P.MultistageReward(
+            P.MultistageAnswer(correct, searches, o.stage, o.stage_switch_step, o.beta),
+            search,
+            P.MultistageFormat(fmt),
+        )
+        return P.Reward(terms=[total], acc=correct, report=[answer, fmt, searches])

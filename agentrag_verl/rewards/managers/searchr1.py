@@ -5,12 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentrag_verl import formats
-from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
-
-from .. import searchr1 as fn
-from .base import AgentRagRewardManager, options_from_config
-from .sample import Sample
+from .. import parts as P
+from .base import options_from_config
+from .composed import ComposedRewardManager
 
 __all__ = ["SearchR1Options", "SearchR1RewardManager"]
 
@@ -32,30 +29,23 @@ class SearchR1Options:
         return options_from_config(cls, config)
 
 
-class SearchR1RewardManager(AgentRagRewardManager):
+class SearchR1RewardManager(ComposedRewardManager):
     """Search-R1 baseline; ``acc`` = EM (Search-R1's metric)."""
 
     options_cls = SearchR1Options
+    extra_keys = ()
 
-    async def score(self, sample: Sample) -> dict[str, float]:
-        o = self.options
-        fmt = formats.get_format(o.format)
-        traj = fmt.parse(sample.response)
-        em = exact_match(traj.answer, sample.golds)
-        ok = bool(fmt.is_valid(sample.response))
+    def build_reward(self, o: SearchR1Options) -> P.Reward:
+        """v0.3 :class:`~agentrag_verl.rewards.parts.OutcomeFormat` or v0.1 exact match, over ``o.format``."""
+        answer = P.AnswerMetrics(o.format, metric="em")
+        fmt = P.FormatCheck(o.format, rule="is_valid")
         if o.variant == "em":
-            score = fn.exact_match_reward(em)
+            term: P.Part = P.ExactMatchReward(answer)
         elif o.variant == "outcome_format":
-            score = fn.outcome_format_reward(em, ok, o.lambda_f)
+            term = P.OutcomeFormat(answer, fmt, o.lambda_f)
         else:
-            raise ValueError(f"Unknown Search-R1 variant {o.variant!r}; choose one of ['outcome_format', 'em']")
-        return {
-            "score": score,
-            "acc": em,
-            "em": em,
-            "cem": cover_exact_match(traj.answer, sample.golds),
-            "f1": f1_score(traj.answer, sample.golds),
-            "n_search": traj.num_searches,
-            "format_ok": ok,
-            "has_agent_fields": sample.has_agent_fields,
-        }
+            raise ValueError(
+                f"Unknown Search-R1 variant {o.variant!r}; choose one of ['outcome_format', 'em']; "
+                "set reward.reward_kwargs.variant"
+            )
+        return P.Reward(terms=[term], acc="em", report=[answer, fmt, P.SearchCount(o.format)])

@@ -3,7 +3,7 @@
 Select it with ``+actor_rollout_ref.rollout.agent.agent_loop_manager_class=
 agentrag_verl.rewards.managers.step_rewards.StepRewardAgentLoopManager``. The worker scores each trajectory
 through verl's reward loop as usual; if the reward manager returned a per-token placement
-(:data:`~agentrag_verl.rewards.managers.autosearch.TOKEN_REWARDS_KEY`, written by the AutoSearch manager) it
+(:data:`~agentrag_verl.rewards.managers.composed.TOKEN_REWARDS_KEY`, written by per-step managers) it
 removes it from ``reward_extra_info`` and writes the rewards at those response positions of ``rm_scores``
 (:func:`place_token_rewards`), which the V1 trainer copies to ``token_level_scores``. A position on an observation
 token (``response_mask = 0``) moves back to the step's last model-generated token, since GAE ignores mask-0
@@ -20,7 +20,7 @@ import ray
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 
-from .autosearch import TOKEN_REWARDS_KEY
+from .composed import TOKEN_REWARDS_KEY
 
 _WorkerTQ = AgentLoopWorkerTQ.__ray_actor_class__  # verl decorates the worker with @ray.remote
 

@@ -1,0 +1,156 @@
+"""Parts shared by every design: answer correctness (EM / CEM / F1, LLM judge), format validity per grammar, the
+search count (SPEC §0.1, §2 B.4 judge).
+
+>>> import asyncio
+>>> from agentrag_verl.rewards.record import Sample
+>>> from agentrag_verl.rewards.parts.core import RewardContext
+>>> ctx = RewardContext(Sample(response="<think>t</think><answer>the Paris</answer>", golds=["Paris"]))
+>>> asyncio.run(ctx.get(AnswerMetrics("searchr1", metric="f1"))).info
+{'em': 1.0, 'cem': 1.0, 'f1': 1.0}
+>>> asyncio.run(ctx.get(FormatCheck("searchr1"))).info
+{'format_ok': 1.0}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentrag_verl.formats import Format
+from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
+
+from .core import Part, PartResult, RewardContext, resolve_format
+
+__all__ = ["AnswerMetrics", "JudgeCorrectness", "FormatCheck", "FormatLevel", "SearchCount"]
+
+Metric = Literal["em", "cem", "f1"]
+
+
+class AnswerMetrics(Part):
+    """EM, CEM and F1 of the format's final answer against the gold answers (SPEC §0.1); value = ``metric``.
+
+    Args:
+        format: The trajectory format (name or :class:`~agentrag_verl.formats.Format`) that extracts the answer.
+        metric: Which metric is the part's value: ``em``, ``cem`` (cover exact match) or ``f1``.
+        punct: Answer normalization: ``delete`` punctuation (SQuAD) or replace it by a ``space`` (HiPRAG's code).
+    """
+
+    keys = ("em", "cem", "f1")
+
+    def __init__(self, format: str | Format, metric: Metric = "em", punct: Literal["delete", "space"] = "delete"):
+        if metric not in ("em", "cem", "f1"):
+            raise ValueError(f"Unknown answer metric {metric!r}; choose one of ['em', 'cem', 'f1']")
+        self.format = resolve_format(format)
+        self.metric = metric
+        self.punct = punct
+
+    async def compute(self, ctx: RewardContext) -> PartResult:
+        pred = ctx.trajectory(self.format).answer
+        golds = ctx.record.golds
+        info = {
+            "em": exact_match(pred, golds, punct=self.punct),
+            "cem": cover_exact_match(pred, golds, punct=self.punct),
+            "f1": f1_score(pred, golds, punct=self.punct),
+        }
+        return PartResult(value=info[self.metric], info=info, data=pred)
+
+    def __repr__(self) -> str:
+        return f"AnswerMetrics({self.format.name!r}, metric={self.metric!r})"
+
+
+class JudgeCorrectness(Part):
+    """LLM-as-judge correctness (multi-stage paper B.4 "Instruction for Judge LLM"): 1.0 if the judge says YES.
+
+    No answer scores 0 without a call. A failed verdict is decided by ``fallback`` (SPEC §2 Decision;
+    :func:`agentrag_verl.judges.policy.multistage_is_correct`).
+
+    Args:
+        answer: The :class:`AnswerMetrics` part whose extracted answer is judged (and whose metrics the fallback
+            uses).
+        judge: JudgeConfig mapping (``base_url``, ``model``, ``api_key_env``, ...).
+        fallback: ``exact_match``, ``cover_exact_match`` or ``incorrect`` on judge failure.
+        judge_name: Name of the manager's judge client (``judge/<name>/...`` metrics).
+    """
+
+    keys = ("judge_requests", "judge_failures")
+
+    def __init__(
+        self,
+        answer: AnswerMetrics,
+        judge: Mapping[str, Any] | None = None,
+        fallback: Literal["exact_match", "cover_exact_match", "incorrect"] = "exact_match",
+        judge_name: str = "judge",
+    ) -> None:
+        self.answer = answer
+        self.judge = dict(judge or {})
+        self.fallback = fallback
+        self.judge_name = judge_name
+
+    async def compute(self, ctx: RewardContext) -> PartResult:
+        from agentrag_verl.judges import uses
+        from agentrag_verl.judges.policy import multistage_is_correct
+
+        pred = (await ctx.get(self.answer)).data
+        if pred is None:
+            return PartResult(value=0.0)
+        client = await ctx.judge(self.judge_name, self.judge)
+        verdict = await client.judge(uses.multistage_correctness_request(pred, ctx.record.golds))
+        correct = multistage_is_correct(verdict, pred, ctx.record.golds, self.fallback)
+        return PartResult(value=float(correct), info={"judge_requests": 1.0, "judge_failures": float(not verdict.ok)})
+
+
+@dataclass(frozen=True)
+class FormatLevel:
+    """:class:`FormatCheck` data: the grammar's structure rule as a number, and whether it is fully valid."""
+
+    level: float
+    """``check_format`` as a float: HiPRAG's F of ``(F, N)``, Search-P1's FormatLevel (1 / 0.5 / 0), else 1 / 0."""
+    ok: bool
+    """``level == 1``."""
+
+
+class FormatCheck(Part):
+    """Format validity per grammar: the paper's structure rule (``Format.check_format``); value = the level.
+
+    HiPRAG: F of Algorithms 2-3; Search-P1: Algorithm 3's FULL 1.0 / HALF 0.5 / INVALID 0.0; the other grammars
+    1.0 / 0.0. Logs ``format_ok`` (level 1).
+
+    Args:
+        format: The trajectory format (name or object).
+        rule: ``check_format`` (the paper's rule) or ``is_valid`` (the uniform compliance test, 1.0 / 0.0).
+    """
+
+    keys = ("format_ok",)
+
+    def __init__(self, format: str | Format, rule: Literal["check_format", "is_valid"] = "check_format") -> None:
+        if rule not in ("check_format", "is_valid"):
+            raise ValueError(f"Unknown format rule {rule!r}; choose one of ['check_format', 'is_valid']")
+        self.format = resolve_format(format)
+        self.rule = rule
+
+    async def compute(self, ctx: RewardContext) -> PartResult:
+        check = self.format.check_format if self.rule == "check_format" else self.format.is_valid
+        raw = check(ctx.record.response)
+        level = float(raw[0] if isinstance(raw, tuple) else raw)
+        ok = level == 1.0
+        return PartResult(value=level, info={"format_ok": float(ok)}, data=FormatLevel(level, ok))
+
+    def __repr__(self) -> str:
+        return f"FormatCheck({self.format.name!r})"
+
+
+class SearchCount(Part):
+    """RC, the number of search steps of the parsed trajectory; logs ``n_search``."""
+
+    keys = ("n_search",)
+
+    def __init__(self, format: str | Format) -> None:
+        self.format = resolve_format(format)
+
+    async def compute(self, ctx: RewardContext) -> PartResult:
+        n = ctx.trajectory(self.format).num_searches
+        return PartResult(value=float(n), info={"n_search": float(n)}, data=n)
+
+    def __repr__(self) -> str:
+        return f"SearchCount({self.format.name!r})"

@@ -1,0 +1,184 @@
+"""The worked example (examples/custom_reward): its recipe composed by Hydra, its manager loaded by verl's loader
+from the file path, samples scored through verl's AgentLoopWorker postprocess and reward loop (the integration path
+of the built-in managers, tests/rewards/conftest.py), scalar and per-step (rm_scores -> verl's GAE)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.rewards.conftest import Scorer, extra_fields, np_column
+from tests.rewards.test_managers_integration import judge_reply
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_reward"
+
+# HiPRAG trajectory: search (optimal), search (REDUNDANT: over-search judge says yes), non-search (optimal), answer.
+# Environment text (context + the injected <conclusion>) has mask 0, as the HiPRAG agent loop appends it.
+SEGMENTS = [
+    ("<think><step><reasoning>Need the capital.</reasoning><search>capital of France</search>", 1),
+    ("<context>Doc 1(Title: Paris) Paris is the capital of France.</context>\n<conclusion>", 0),
+    ("Paris is the capital of France</conclusion></step><step><reasoning>Check.</reasoning>"
+     "<search>France capital city</search>", 1),
+    ("<context>Doc 1(Title: Paris) Paris again.</context>\n<conclusion>", 0),
+    ("REDUNDANT Paris again</conclusion></step><step><reasoning>Combine</reasoning>"
+     "<conclusion>The answer is Paris</conclusion></step></think><answer>Paris</answer>", 1),
+]  # fmt: skip
+
+
+class RecipeScorer(Scorer):
+    """:class:`tests.rewards.conftest.Scorer` on the example's recipe instead of plain ``ppo_trainer``."""
+
+    def __init__(self, model_dir, overrides):
+        from hydra import compose, initialize_config_dir
+        from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+        from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+        with initialize_config_dir(config_dir=str(EXAMPLE / "config"), version_base=None):
+            self.config = compose(
+                config_name="hiprag_oversearch_gae",
+                overrides=[
+                    f"actor_rollout_ref.model.path={model_dir}",
+                    "actor_rollout_ref.rollout.name=vllm",
+                    "actor_rollout_ref.rollout.prompt_length=256",
+                    "actor_rollout_ref.rollout.response_length=512",
+                    *overrides,
+                ],
+            )
+        self.reward_worker = RewardLoopWorker(self.config)
+        self.manager = self.reward_worker.reward_manager
+        self.worker = AgentLoopWorker(self.config, llm_client=None)
+        from types import SimpleNamespace
+
+        remote = SimpleNamespace(remote=self.reward_worker.compute_score)
+        self.worker.reward_loop_worker_handles = [SimpleNamespace(compute_score=remote)]
+        self.tokenizer = self.worker.tokenizer
+
+
+@pytest.fixture(scope="module")
+def judge_server():
+    from agentrag_verl.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer(replies=judge_reply) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def scorers(tiny_model_dir, judge_server):
+    os.environ["AGENTRAG_EXAMPLE_DIR"] = str(EXAMPLE)  # the recipe's paths, absolute (cwd-independent)
+    judge = [
+        f"reward.reward_kwargs.judge.base_url={judge_server.base_url}",
+        "reward.reward_kwargs.judge.model=fake-model",
+        "+reward.reward_kwargs.judge.max_retries=0",
+    ]
+    try:
+        yield {
+            "per_step": RecipeScorer(tiny_model_dir, judge),
+            "scalar": RecipeScorer(tiny_model_dir, [*judge, "reward.reward_kwargs.per_step=false"]),
+        }
+    finally:
+        os.environ.pop("AGENTRAG_EXAMPLE_DIR", None)
+
+
+def build(tokenizer):
+    ids, mask, ends = [], [], []
+    for text, m in SEGMENTS:
+        seg = tokenizer.encode(text, add_special_tokens=False)
+        ids += seg
+        mask += [m] * len(seg)
+        if m:
+            ends.append(len(ids) - 1)
+    return ids, mask, ends
+
+
+def sample(tokenizer, golds=("Paris",), inter=("Paris", "Paris")):
+    ids, mask, ends = build(tokenizer)
+    response = tokenizer.decode(ids, skip_special_tokens=True)
+    assert response == "".join(t for t, _ in SEGMENTS)
+    steps = [
+        {"kind": k, "query": q, "doc_ids": [], "end_token_index": e, "retriever_error": None}
+        for k, q, e in zip(
+            ["search", "search", "answer"], ["capital of France", "France capital city", None], ends, strict=True
+        )
+    ]
+    reanswers = [
+        {"step": 0, "query": "capital of France", "text": "Paris"},
+        {"step": 1, "query": "France capital city", "text": "Paris"},
+    ]
+    intermediate = [{"step": i, "text": "", "answer": a} for i, a in enumerate(inter)]
+    fields = extra_fields(format="hiprag", steps=steps, reanswers=reanswers, intermediate_answers=intermediate)
+    return {"response": response, "golds": list(golds), "fields": fields, "mask": mask}, ends
+
+
+def test_recipe_loads_the_example_manager_through_verl(scorers):
+    manager = scorers["per_step"].manager
+    assert type(manager).__name__ == "HipragOverSearchRewardManager"
+    assert type(manager).__module__ != "agentrag_verl.rewards.managers"  # loaded from the example's file path
+    cfg = scorers["per_step"].config
+    assert cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class.endswith("StepRewardAgentLoopManager")
+    assert Path(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path) == EXAMPLE / "agent_loops.yaml"
+    with pytest.raises(ValueError, match="Unknown reward option"):
+        type(manager)(config={"reward": {"reward_kwargs": {"lambda_q": 1}}}, tokenizer=None)
+
+
+async def test_scalar_variant_values_and_fixed_keys(scorers):
+    scorer = scorers["scalar"]
+    good, _ = sample(scorer.tokenizer)
+    late, _ = sample(scorer.tokenizer, inter=("Lyon", "Paris"))  # t_c = 2: no search after it
+    wrong, _ = sample(scorer.tokenizer, golds=("Berlin",), inter=("Lyon", "Lyon"))
+    batch, results = await scorer.score([good, late, wrong, {"response": "garbage", "golds": ["x"]}])
+    # good: A = F = 1 -> 1.0; steps: search optimal, search over-search (REDUNDANT), non-search optimal -> bonus
+    # 0.4 * 2/3; t_c = 1 (first intermediate answer already EM) -> the second search (t = 2 > t_c) costs -0.1
+    score, info = results[0]
+    assert score == pytest.approx(1.0 + 0.4 * 2 / 3 - 0.1)
+    assert (info["hiprag_optimal"], info["hiprag_judged"], info["as_t_c"], info["as_over_search"]) == (2, 3, 1, 1)
+    assert "_agentrag_token_rewards" not in info  # scalar variant: the sum on the last token
+    assert results[1][0] == pytest.approx(1.0 + 0.4 * 2 / 3)  # t_c = 2 = last search: no penalty
+    # wrong answer: no bonus (gate closed, no judge call), format λf = 0.2, no exact intermediate answer -> no penalty
+    assert results[2][0] == pytest.approx(0.2) and results[2][1]["judge_requests"] == 0
+    assert results[3][0] == 0.0
+    keys = {tuple(i) for _, i in results}
+    assert len(keys) == 1 and next(iter(keys)) == scorer.manager.keys  # identical keys: verl stacked the batch
+    assert np_column(batch, "acc").tolist() == [1.0, 1.0, 0.0, 0.0]
+
+
+async def test_per_step_variant_reaches_gae_on_step_end_tokens(scorers):
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+    from verl.trainer.ppo.core_algos import compute_gae_advantage_return
+
+    from agentrag_verl.rewards.managers.step_rewards import StepRewardOutput, with_token_rewards
+
+    scorer = scorers["per_step"]
+    good, ends = sample(scorer.tokenizer)
+    _, results = await scorer.score([good])
+    score, info = results[0]
+    placement = json.loads(info["_agentrag_token_rewards"])
+    assert sum(r for _, r in placement) == pytest.approx(score)
+
+    # The step-reward worker's view (StepRewardAgentLoopWorkerImpl._agent_loop_postprocess): the placement becomes
+    # rm_scores, which the V1 trainer uses as token_level_scores.
+    output = AgentLoopOutput(
+        prompt_ids=[1, 2],
+        response_ids=scorer.tokenizer.encode(good["response"], add_special_tokens=False),
+        response_mask=good["mask"],
+        reward_score=score,
+        metrics=AgentLoopMetrics(),
+        extra_fields={"reward_extra_info": dict(info)},
+    )
+    replaced = with_token_rewards(output)
+    assert isinstance(replaced, StepRewardOutput)
+    rm = replaced.as_dict()["rm_scores"]
+    last = ends[-1]
+    # the over-search penalty on the second search step's last model token; outcome + format + bonus on the last
+    assert torch.nonzero(rm).flatten().tolist() == [ends[1], last]
+    assert rm[[ends[1], last]].tolist() == pytest.approx([-0.1, 1.0 + 0.4 * 2 / 3], abs=1e-6)
+    # verl's GAE (γ = λ = 1, zero values): the return drops by the penalty right after the penalised step
+    r = rm.unsqueeze(0)
+    m = torch.tensor(good["mask"], dtype=torch.float32).unsqueeze(0)
+    _, returns = compute_gae_advantage_return(r, torch.zeros_like(r), m, gamma=1.0, lam=1.0)
+    assert float(returns[0, 0]) == pytest.approx(score, abs=1e-6)
+    after = next(i for i in range(ends[1] + 1, len(good["mask"])) if good["mask"][i])  # next model token
+    assert float(returns[0, ends[1]]) - float(returns[0, after]) == pytest.approx(-0.1, abs=1e-6)
