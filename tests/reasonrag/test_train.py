@@ -1,0 +1,162 @@
+"""Step-level DPO (Eq. 3) and the SFT-on-chosen baseline with TRL on the tiny Qwen2, on CPU, from pairs generated
+by our MCTS (scripted policy and retriever over HTTP), through the recipe YAMLs."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentrag_verl.reasonrag.generate import PAIRS, generate, load_questions
+from agentrag_verl.reasonrag.mcts import MCTSConfig
+from agentrag_verl.reasonrag.train import ProGuideError, load_pairs, main
+from agentrag_verl.testing import FakeOpenAIServer, load_qa, write_qa
+
+from .conftest import QAPolicy
+from .test_generate import env_for, golds_of
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "reasonrag" / "dpo"
+# CPU-sized overrides of the recipe: the tiny model, 2 optimizer steps of 2 pairs, fp32, nothing saved mid-run.
+CPU = [
+    "--max_steps", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
+    "--bf16", "false", "--gradient_checkpointing", "false", "--dtype", "float32", "--logging_steps", "1",
+    "--save_strategy", "no", "--eval_strategy", "no", "--max_length", "1024", "--dataloader_num_workers", "0",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pairs_file(tmp_path_factory, fake_retriever_module) -> Path:
+    """RAG-ProGuide pairs of 4 fixture questions from a real MCTS run (2 pairs per question)."""
+    import asyncio
+
+    tmp = tmp_path_factory.mktemp("proguide")
+    qa = write_qa(load_qa()[:4], tmp / "hotpotqa.jsonl")
+    config = MCTSConfig(max_rollouts=5, max_children=2, max_iter=5, spre_rollouts=1)
+    with FakeOpenAIServer(QAPolicy(golds_of(qa))) as server:
+        summary = asyncio.run(
+            generate(load_questions([qa]), tmp / "out", env_for(server, fake_retriever_module), config, progress=False)
+        )
+    assert summary.pairs == 8
+    return tmp / "out" / PAIRS
+
+
+@pytest.fixture(scope="module")
+def fake_retriever_module():
+    from agentrag_verl.testing.fake_retriever import FakeRetriever
+
+    from .conftest import corpus_documents
+
+    with FakeRetriever(corpus_documents()) as server:
+        yield server
+
+
+def _weights(path) -> dict:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _run(mode: str, tiny_model_dir, pairs_file, out: Path, monkeypatch) -> object:
+    import agentrag_verl.reasonrag.train as train_mod
+
+    trainers = []
+    original = train_mod.train
+
+    def keep(*args, **kwargs):
+        trainers.append(original(*args, **kwargs))
+        return trainers[-1]
+
+    monkeypatch.setattr(train_mod, "train", keep)
+    argv = [mode, "--config", str(RECIPES / f"{mode}.yaml"), "--pairs", str(pairs_file)]
+    argv += ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), *CPU]
+    assert main(argv) == 0
+    return trainers[0]
+
+
+def test_dpo_two_steps_on_generated_pairs(tiny_model_dir, pairs_file, tmp_path, monkeypatch):
+    before = _weights(tiny_model_dir)
+    trainer = _run("dpo", tiny_model_dir, pairs_file, tmp_path / "dpo", monkeypatch)
+    args = trainer.args
+    # The recipe's paper settings survive the CPU overrides.
+    assert (args.beta, args.loss_type, args.learning_rate, args.lr_scheduler_type) == (0.3, ["sigmoid"], 1e-6, "cosine")
+    assert trainer.state.global_step == 2
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    # Untrained policy = reference: the first DPO loss is -log sigmoid(0) = log 2.
+    assert losses[0] == pytest.approx(math.log(2), abs=1e-3)
+    after = _weights(tmp_path / "dpo")
+    changed = [k for k in before if not (before[k] == after[k]).all()]
+    assert len(changed) > len(before) // 2, f"only {len(changed)} of {len(before)} tensors changed"
+    # Validation split by question: 4 questions, val 0.1 -> 1 question (2 pairs) held out, 6 pairs trained on.
+    assert len(trainer.train_dataset) == 6
+
+
+def test_sft_baseline_two_steps(tiny_model_dir, pairs_file, tmp_path, monkeypatch):
+    before = _weights(tiny_model_dir)
+    trainer = _run("sft", tiny_model_dir, pairs_file, tmp_path / "sft", monkeypatch)
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert trainer.state.global_step == 2 and len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    after = _weights(tmp_path / "sft")
+    assert any(not (before[k] == after[k]).all() for k in before)
+    # SFT rows are the distinct (prompt, chosen) pairs: the 6 training pairs have 6 distinct chosen steps.
+    assert len(trainer.train_dataset) == 6
+
+
+def test_pair_file_errors(tmp_path):
+    with pytest.raises(ProGuideError, match="No pair files"):
+        load_pairs([])
+    bad = tmp_path / "pairs.jsonl"
+    bad.write_text(json.dumps({"prompt": [{"role": "user", "content": "q"}], "chosen": []}) + "\n")
+    with pytest.raises(ProGuideError, match=r"pairs.jsonl:1 lacks \['chosen', 'rejected'\]"):
+        load_pairs([bad])
+    with pytest.raises(ProGuideError, match="does not exist"):
+        load_pairs([tmp_path / "missing.jsonl"])
+
+
+@pytest.mark.parametrize(
+    "script", ["run_qwen2.5_7b_instruct_dpo.sh", "run_qwen2.5_7b_instruct_sft.sh", "run_generate_proguide.sh"]
+)
+def test_run_scripts_parse(script):
+    assert subprocess.run(["bash", "-n", str(RECIPES / script)], capture_output=True).returncode == 0
+
+
+def test_dry_run_prints_the_exact_command():
+    env = {**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable, "PAIRS": "p.jsonl", "NUM_GPUS": "4"}
+    out = subprocess.run(
+        ["bash", str(RECIPES / "run_qwen2.5_7b_instruct_dpo.sh"), "--beta", "0.1"],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout.split()  # fmt: skip
+    assert out[:3] == ["accelerate", "launch", "--config_file"]
+    assert out[3].endswith("trl/accelerate_configs/fsdp2.yaml") and Path(out[3]).is_file()
+    assert out[4:] == [
+        "--num_processes", "4", "-m", "agentrag_verl.reasonrag.train", "dpo", "--config", str(RECIPES / "dpo.yaml"),
+        "--model_name_or_path", "Qwen/Qwen2.5-7B-Instruct", "--pairs", "p.jsonl", "--output_dir",
+        "outputs/reasonrag/dpo", "--beta", "0.1",
+    ]  # fmt: skip
+    env["NUM_GPUS"] = "1"
+    sft = subprocess.run(
+        ["bash", str(RECIPES / "run_qwen2.5_7b_instruct_sft.sh")], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
+    assert sft[:4] == [sys.executable, "-m", "agentrag_verl.reasonrag.train", "sft"]
+    assert sft[5] == str(RECIPES / "sft.yaml")
+
+
+def test_recipe_yamls_parse_into_trl_configs():
+    """Every key of the recipe YAMLs is a field of TRL's configs or ours (TrlParser rejects unknown ones)."""
+    from agentrag_verl.reasonrag.train import _parser
+
+    for mode in ("dpo", "sft"):
+        # bf16 (the recipes' GPU setting) is refused by transformers on a CPU-only box.
+        argv = ["--config", str(RECIPES / f"{mode}.yaml"), "--bf16", "false"]
+        data, args, model = _parser(mode).parse_args_and_config(args=argv)
+        assert (args.learning_rate, args.num_train_epochs, args.lr_scheduler_type) == (1e-6, 1, "cosine")
+        assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.max_length) == (1, 2, 10000)
+        assert (model.model_name_or_path, data.val_size) == ("Qwen/Qwen2.5-7B-Instruct", 0.1)
+        if mode == "dpo":
+            assert (args.beta, args.loss_type) == (0.3, ["sigmoid"])
