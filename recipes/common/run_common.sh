@@ -1,0 +1,159 @@
+# Shared body of the recipes' run_<model>_<algo>.sh scripts (sourced, never run directly).
+#
+# A run script sets its knobs (env vars), sources this file, calls `recipe_init`, builds three bash arrays and
+# calls `run_recipe "$@"`:
+#   CLUSTER_OVERRIDES  GPU-cluster settings (model path, nodes/GPUs, rollout backend, experiment names)
+#   COMMON_OVERRIDES   settings of both profiles (data files, retriever URL, judge endpoints, reward options)
+#   LOCAL_OVERRIDES    local CPU profile only (keys the tiny run must change; train-local's own CPU overrides
+#                      from agentrag_verl.local_cpu.train_local.cpu_overrides come first, these replace them)
+# and these variables: CONFIG_NAME (YAML in ./config), FORMAT (trajectory format of the data),
+# REWARD_CLASS (class in agentrag_verl.rewards.managers), optional LOCAL_RESPONSE_LENGTH, and an optional
+# function `local_prepare` (extra local setup, e.g. the Search-P1 planner cache).
+#
+# Profiles (PROFILE env var):
+#   gpu   (default) python -m verl.trainer.main_ppo --config-path=<recipe>/config --config-name=<name> overrides...
+#   local agentrag-verl train-local with the SAME recipe YAML on this CPU box: tiny random Qwen2, the fixture QA set
+#         prepared by `agentrag-verl data prepare`, the real retriever server over a MiniLM index of the fixture
+#         corpus, and a stand-in judge endpoint (recipes/common/standin_llm.py; constant verdicts, not a model).
+# DRY_RUN=1 prints the exact final command (shell-quoted, one line) and exits without starting anything.
+
+RECIPES_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PYTHON=${PYTHON:-python3}
+AGENTRAG=${AGENTRAG:-agentrag-verl}
+PROFILE=${PROFILE:-gpu}
+DRY_RUN=${DRY_RUN:-0}
+_BG_PIDS=()
+CLUSTER_OVERRIDES=()
+COMMON_OVERRIDES=()
+LOCAL_OVERRIDES=()
+
+_die() {
+  echo "$(basename "$0"): $*" >&2
+  exit 2
+}
+
+_free_port() {
+  "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+_cleanup() {
+  local pid
+  for pid in "${_BG_PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${_BG_PIDS[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+}
+
+_wait_http() {  # url seconds
+  local url=$1 deadline=$((SECONDS + $2))
+  until "$PYTHON" -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "$url" 2>/dev/null; do
+    ((SECONDS < deadline)) || _die "service at $url did not come up within $2 s (see the logs under $LOCAL_WORK)"
+    sleep 0.5
+  done
+}
+
+# recipe_init: validate the profile; in the local profile point the knobs at local services and files.
+recipe_init() {
+  case "$PROFILE" in
+    gpu) ;;
+    local)
+      LOCAL_WORK=${LOCAL_WORK:-outputs/local/${CONFIG_NAME:?set CONFIG_NAME before recipe_init}}
+      LOCAL_WORK=$(mkdir -p "$LOCAL_WORK" && cd "$LOCAL_WORK" && pwd)
+      LOCAL_RETRIEVER_PORT=${LOCAL_RETRIEVER_PORT:-$(_free_port)}
+      LOCAL_JUDGE_PORT=${LOCAL_JUDGE_PORT:-$(_free_port)}
+      RETRIEVER_URL="http://127.0.0.1:${LOCAL_RETRIEVER_PORT}/retrieve"
+      RETRIEVER_ROOT="http://127.0.0.1:${LOCAL_RETRIEVER_PORT}"
+      JUDGE_URL="http://127.0.0.1:${LOCAL_JUDGE_PORT}/v1"
+      JUDGE_MODEL=standin-judge
+      JUDGE_API_KEY_ENV=null
+      TRAIN_FILES="$LOCAL_WORK/data/train.parquet"
+      VAL_FILES="$LOCAL_WORK/data/test.parquet"
+      ;;
+    *) _die "unknown PROFILE=$PROFILE; choose gpu or local" ;;
+  esac
+}
+
+# _local_services: data, index, retriever server, stand-in judge (local profile, not in DRY_RUN).
+_local_services() {
+  local qa corpus
+  qa=$("$PYTHON" -c 'from agentrag_verl.testing.corpus import QA_PATH; print(QA_PATH)')
+  "$AGENTRAG" data prepare --input "$qa" --name mini --split train --format "$FORMAT" --out "$LOCAL_WORK/data" >/dev/null
+  "$AGENTRAG" data prepare --input "$qa" --name mini --split test --max-per-source 8 --format "$FORMAT" \
+    --out "$LOCAL_WORK/data" >/dev/null
+  "$PYTHON" -c 'import sys; from agentrag_verl.testing import fixture_index; fixture_index(sys.argv[1])' \
+    "$LOCAL_WORK/index" >"$LOCAL_WORK/index_build.log" 2>&1 || _die "index build failed: $LOCAL_WORK/index_build.log"
+  trap _cleanup EXIT
+  "$PYTHON" -m retriever_server serve --index "$LOCAL_WORK/index" --port "$LOCAL_RETRIEVER_PORT" --num-threads 1 \
+    >"$LOCAL_WORK/retriever.log" 2>&1 &
+  _BG_PIDS+=($!)
+  "$PYTHON" "$RECIPES_ROOT/common/standin_llm.py" --port "$LOCAL_JUDGE_PORT" --model "$JUDGE_MODEL" \
+    >"$LOCAL_WORK/standin_llm.log" 2>&1 &
+  _BG_PIDS+=($!)
+  _wait_http "${RETRIEVER_ROOT}/health" 120
+  _wait_http "${JUDGE_URL}/models" 60
+  if declare -F local_prepare >/dev/null; then
+    local_prepare
+  fi
+}
+
+# run_recipe "$@": build the final command of the profile; print it (DRY_RUN=1) or run it. Extra arguments are
+# Hydra overrides appended last (they win).
+run_recipe() {
+  local config_path=${CONFIG_PATH:-$RECIPE_DIR/config}
+  local -a cmd
+  if [[ "$PROFILE" == local ]]; then
+    cmd=("$AGENTRAG" train-local --work-dir "$LOCAL_WORK/train" --format "$FORMAT"
+      --config-path "$config_path" --config-name "$CONFIG_NAME"
+      --reward-module pkg://agentrag_verl.rewards.managers --reward-name "$REWARD_CLASS"
+      --train-files "$TRAIN_FILES" --val-files "$VAL_FILES"
+      --steps "${LOCAL_STEPS:-2}" --response-length "${LOCAL_RESPONSE_LENGTH:-128}"
+      -- "${COMMON_OVERRIDES[@]}" "${LOCAL_BASE_OVERRIDES[@]}" "${LOCAL_OVERRIDES[@]}" "$@")
+  else
+    cmd=("$PYTHON" -m verl.trainer.main_ppo "--config-path=$config_path" "--config-name=$CONFIG_NAME"
+      "${CLUSTER_OVERRIDES[@]}" "${COMMON_OVERRIDES[@]}" "$@")
+  fi
+  if [[ "$DRY_RUN" == 1 ]]; then
+    printf '%q ' "${cmd[@]}"
+    printf '\n'
+    return 0
+  fi
+  if [[ "$PROFILE" == local ]]; then
+    _local_services
+    "${cmd[@]}"
+  else
+    exec "${cmd[@]}"
+  fi
+}
+
+# What every recipe's local profile changes on top of train-local's CPU overrides: no FSDP offload (a CPU run has
+# nowhere to offload to), room for the papers' long system prompts (HiPRAG Figure 4), short observations so a
+# 128-token response holds a search turn, and one retrieval for the question before the first generation
+# (initial_search: a random tiny policy never writes a search tag, so the real retriever would go unused).
+LOCAL_BASE_OVERRIDES=(
+  actor_rollout_ref.actor.fsdp_config.param_offload=false
+  actor_rollout_ref.actor.fsdp_config.optimizer_offload=false
+  actor_rollout_ref.ref.fsdp_config.param_offload=false
+  data.max_prompt_length=1024
+  actor_rollout_ref.rollout.prompt_length=1024
+  actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens=48
+  +actor_rollout_ref.rollout.custom.agentrag.initial_search=true
+)
+
+# Overrides that make the local CPU run of a PPO-GAE recipe work: the critic gets the CPU settings train-local
+# gives the actor (FSDP2, SDPA attention, no remove-padding, no torch.compile); its model path follows the actor's
+# (the recipes set critic.model.path: ${actor_rollout_ref.model.path}), i.e. the tiny model.
+local_critic_overrides() {
+  LOCAL_OVERRIDES+=(
+    algorithm.adv_estimator=gae
+    critic.strategy=fsdp2
+    critic.model.use_remove_padding=false
+    critic.model.enable_gradient_checkpointing=false
+    +critic.model.override_config.attn_implementation=sdpa
+    critic.ppo_micro_batch_size_per_gpu=4
+    critic.fsdp.use_torch_compile=false
+    critic.fsdp.param_offload=false
+    critic.fsdp.optimizer_offload=false
+  )
+}

