@@ -8,7 +8,14 @@ import importlib
 import sys
 
 # Subcommand modules, in help order.
-COMMAND_MODULES = ["agentrag_verl.doctor", "agentrag_verl.local_cpu.train_local"]
+COMMAND_MODULES = [
+    "agentrag_verl.doctor",
+    "agentrag_verl.local_cpu.train_local",
+    "agentrag_verl.data.cli",
+    "agentrag_verl.planners.cli",
+    "agentrag_verl.eval.cli",
+    "agentrag_verl.reasonrag.cli",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,201 @@
+"""``agentrag-verl eval``: evaluate a policy served by an OpenAI-compatible endpoint through our agent loops.
+
+Example (vLLM policy, our retriever, two FlashRAG test sets, two formats, judge metrics and rewards)::
+
+    agentrag-verl eval --base-url http://127.0.0.1:8000/v1 --model policy --tokenizer Qwen/Qwen2.5-3B-Instruct \\
+        --retriever-url http://127.0.0.1:8001/retrieve --data data/nq/test.jsonl --data data/hotpotqa/test.jsonl \\
+        --format searchr1 --format hiprag --out outputs/eval \\
+        --judge-base-url http://127.0.0.1:8002/v1 --judge-model judge --rewards all
+
+Rerunning the same command resumes (finished questions are skipped). Exit codes: 0 done, 1 some questions failed
+(rerun to retry them), 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "parse_options", "config_from_args", "quiet_known_warnings"]
+
+
+def parse_options(pairs: list[str] | None, what: str) -> dict[str, Any]:
+    """``["a=1", "b.c=x"]`` -> ``{"a": 1, "b": {"c": "x"}}``; values are parsed as YAML scalars.
+
+    >>> parse_options(["max_searches=2", "hiprag.lambda_p=0.6", "name=x"], "--loop-option")
+    {'max_searches': 2, 'hiprag': {'lambda_p': 0.6}, 'name': 'x'}
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{what} {pair!r}: expected key=value")
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = yaml.safe_load(raw) if raw else ""
+    return out
+
+
+def quiet_known_warnings() -> None:
+    """Silence verl's per-trajectory notice that a model type (e.g. llama) has no special chat-token builder (it
+    falls back to the generic one, which is what the loops use); it would print once per question."""
+    logging.getLogger("verl.utils.tokenizer.continuous_token_wiring").setLevel(logging.ERROR)
+
+
+def _formats(values: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for value in values or ["searchr1"]:
+        out += [v.strip() for v in value.split(",") if v.strip()]
+    return out
+
+
+def _rewards(value: str | None) -> list[str]:
+    from agentrag_verl.eval.rewards import DESIGN_FORMATS
+
+    if not value or value == "none":
+        return []
+    if value == "all":
+        return list(DESIGN_FORMATS)
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~agentrag_verl.eval.harness.EvalConfig` of parsed arguments."""
+    from agentrag_verl.eval.harness import EvalConfig
+    from agentrag_verl.eval.runner import RunnerConfig
+
+    loop_options = parse_options(args.loop_option, "--loop-option")
+    if args.topk is not None:
+        loop_options["retriever_topk"] = args.topk
+    if args.max_searches is not None:
+        loop_options["max_searches"] = args.max_searches
+    runner = RunnerConfig(
+        tokenizer=args.tokenizer,
+        base_url=args.base_url,
+        model=args.model,
+        retriever_url=args.retriever_url,
+        api_key_env=args.api_key_env,
+        prompt_length=args.prompt_length,
+        response_length=args.response_length,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        loop_options=loop_options,
+    )
+    judge = None
+    if args.judge_base_url:
+        if not args.judge_model:
+            raise ValueError("--judge-base-url needs --judge-model (the model name the judge endpoint serves).")
+        judge = {"base_url": args.judge_base_url, "model": args.judge_model, "api_key_env": args.judge_api_key_env}
+        judge.update(parse_options(args.judge_option, "--judge-option"))
+    return EvalConfig(
+        runner=runner,
+        formats=_formats(args.format),
+        out_dir=args.out,
+        concurrency=args.concurrency,
+        judge=judge,
+        rewards=_rewards(args.rewards),
+        reward_kwargs=parse_options(args.reward_option, "--reward-option"),
+        question_retries=args.question_retries,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        plot_metric=args.plot_metric,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rich.console import Console
+
+    from agentrag_verl.eval.data import MINI_WIKI_DIR, load_datasets
+    from agentrag_verl.eval.harness import EvalIncomplete, evaluate
+    from agentrag_verl.eval.report import rich_table
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    quiet_known_warnings()
+    try:
+        config = config_from_args(args)
+        datasets = load_datasets(args.data or [str(MINI_WIKI_DIR)], split=args.split, limit=args.limit)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"agentrag-verl eval: {e}", file=sys.stderr)
+        return 2
+    try:
+        summary = asyncio.run(evaluate(config, datasets))
+    except EvalIncomplete as e:
+        print(f"agentrag-verl eval: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"agentrag-verl eval: {e}", file=sys.stderr)
+        return 2
+    Console().print(rich_table(summary))
+    print(f"results, metrics.json, metrics.md and plots in {config.out_dir} ({summary['wall_s']} s)")
+    if args.print_json:
+        print(json.dumps(summary, indent=1))
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    from agentrag_verl.eval.data import DEFAULT_SPLIT
+
+    p = subparsers.add_parser(
+        "eval",
+        help="Evaluate a policy (OpenAI-compatible endpoint) through the agent loops on FlashRAG test files.",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g = p.add_argument_group("policy")
+    g.add_argument("--base-url", required=True, help="Policy server's OpenAI API root, e.g. http://127.0.0.1:8000/v1.")
+    g.add_argument("--model", required=True, help="Model name the policy server serves.")
+    g.add_argument("--tokenizer", required=True, help="HF dir or hub id of the served model (its tokenizer/config).")
+    g.add_argument("--api-key-env", help="Environment variable holding the policy server's API key.")
+    g.add_argument("--temperature", type=float, default=0.0, help="Sampling temperature (0 = greedy).")
+    g.add_argument("--top-p", type=float, default=1.0, help="Nucleus sampling.")
+    g.add_argument("--prompt-length", type=int, default=2048, help="Longest prompt in tokens.")
+    g.add_argument("--response-length", type=int, default=2048, help="Token budget of a whole trajectory.")
+    g = p.add_argument_group("data and loops")
+    g.add_argument(
+        "--data",
+        action="append",
+        help="Dataset spec (repeatable): FILE.jsonl, NAME=FILE.jsonl, or a FlashRAG_datasets folder. "
+        "Default: the embedded examples/mini_wiki.",
+    )
+    g.add_argument("--split", default=DEFAULT_SPLIT, help="Split file name inside dataset folders.")
+    g.add_argument("--limit", type=int, help="Evaluate only the first N questions of each dataset.")
+    g.add_argument(
+        "--format",
+        action="append",
+        help="Trajectory format(s) (repeatable or comma-separated): searchr1, autosearch, hiprag, multistage, "
+        "searchp1, reasonrag. Default searchr1.",
+    )
+    g.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve", help="Retriever POST /retrieve URL.")
+    g.add_argument("--topk", type=int, help="Passages per query (default: each loop's paper value).")
+    g.add_argument("--max-searches", type=int, help="Search budget B (default: each format's paper value).")
+    g.add_argument("--loop-option", action="append", help="Agent-loop option key=value (SearchLoopConfig).")
+    g = p.add_argument_group("judge and rewards")
+    g.add_argument("--judge-base-url", help="Judge endpoint (OpenAI-compatible /v1 root); enables judge metrics.")
+    g.add_argument("--judge-model", help="Judge model name.")
+    g.add_argument("--judge-api-key-env", help="Environment variable holding the judge API key (none: no key).")
+    g.add_argument("--judge-option", action="append", help="JudgeConfig option key=value (e.g. max_concurrency=8).")
+    g.add_argument(
+        "--rewards",
+        default="none",
+        help="Reward designs to score trajectories with: comma list of searchr1, autosearch, hiprag, multistage, "
+        "searchp1; 'all' or 'none'.",
+    )
+    g.add_argument("--reward-option", action="append", help="design.key=value reward_kwargs override.")
+    g = p.add_argument_group("run")
+    g.add_argument("--out", default="outputs/eval", help="Output directory (results are resumed from it).")
+    g.add_argument("--concurrency", type=int, default=16, help="Questions in flight at once.")
+    g.add_argument("--question-retries", type=int, default=2, help="Extra attempts for a failing question.")
+    g.add_argument("--overwrite", action="store_true", help="Delete earlier results in --out instead of resuming.")
+    g.add_argument("--no-progress", action="store_true", help="No progress bar.")
+    g.add_argument("--plot-metric", default="cem", help="Accuracy axis of the plot: em, cem, f1, judge_acc.")
+    g.add_argument("--print-json", action="store_true", help="Also print metrics.json.")
+    p.set_defaults(func=run)

@@ -1,0 +1,335 @@
+"""The evaluation loop: every question of every dataset, for each format, concurrently, resumable.
+
+For each ``(format, question)`` the harness rolls out the format's agent loop (:class:`~agentrag_verl.eval.runner.
+AgentLoopRunner`), computes the string metrics (:func:`~agentrag_verl.eval.metrics.question_metrics`), optionally
+the judge metrics (:mod:`~agentrag_verl.eval.judging`) and the reward designs (:mod:`~agentrag_verl.eval.rewards`),
+and appends one JSON line to ``<out>/<format>/results.jsonl`` as soon as the question is done (flushed and
+fsynced). A restart reads those files and skips the questions already there, so an interrupted run loses at most
+the questions in flight. No question is dropped: a question whose rollout fails is retried
+(``question_retries``), and if it still fails the run goes on with the others and ends with
+:class:`EvalIncomplete` naming it (rerun the same command to retry only the missing ones).
+
+``<out>/run.json`` records what the results depend on (policy, tokenizer, sampling, loop options, judge, reward
+options); restarting with different values is refused unless ``overwrite`` (which deletes the old results), so one
+results file never mixes two policies. Adding formats or datasets to a finished run is allowed.
+
+Outputs once all questions are done: ``metrics.json`` (per format: per-dataset metrics and their average),
+``metrics.md`` (markdown tables), ``accuracy_vs_search_depth.png`` and ``search_depth_histogram.png``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentrag_verl.eval.data import EvalQuestion
+from agentrag_verl.eval.runner import AgentLoopRunner, RunnerConfig, Trajectory
+
+__all__ = ["EvalConfig", "EvalIncomplete", "ResultStore", "run_eval", "evaluate", "build_record"]
+
+logger = logging.getLogger(__name__)
+
+RESULTS_FILE = "results.jsonl"
+RUN_FILE = "run.json"
+
+
+class EvalIncomplete(RuntimeError):
+    """Some questions failed after their retries; their keys are in :attr:`missing`. Rerun to retry them."""
+
+    def __init__(self, missing: dict[str, list[str]], errors: dict[str, str]) -> None:
+        self.missing = missing
+        self.errors = errors
+        n = sum(len(v) for v in missing.values())
+        sample = "; ".join(f"{k}: {v}" for k, v in list(errors.items())[:3])
+        super().__init__(
+            f"{n} question(s) could not be evaluated ({sample}). Their results are not written; the others are. "
+            "Fix the cause and rerun the same command: finished questions are skipped."
+        )
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One evaluation run."""
+
+    runner: RunnerConfig
+    """Policy endpoint, tokenizer, retriever, sampling, loop options."""
+    formats: Sequence[str]
+    """Trajectory formats to evaluate (agent loops of :data:`agentrag_verl.agent_loops.AGENT_NAMES`)."""
+    out_dir: str
+    """Output directory (results, metrics, plots)."""
+    concurrency: int = 16
+    """Questions in flight at once (over all formats)."""
+    judge: Mapping[str, Any] | None = None
+    """JudgeConfig mapping for judge accuracy, HiPRAG OSR/USR and the judged reward designs; None = no judge."""
+    rewards: Sequence[str] = ()
+    """Reward designs to score trajectories with (:data:`agentrag_verl.eval.rewards.DESIGN_FORMATS`)."""
+    reward_kwargs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per-design ``reward.reward_kwargs`` overrides."""
+    question_retries: int = 2
+    """Extra attempts for a question whose rollout raised (server errors after the client's own retries)."""
+    overwrite: bool = False
+    """Delete earlier results in ``out_dir`` instead of resuming."""
+    progress: bool = True
+    """Show a progress bar."""
+    plot_metric: str = "cem"
+    """Accuracy metric of the accuracy-vs-search-depth plot (``em``, ``cem``, ``f1`` or ``judge_acc``)."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the results depend on (compared on resume). Endpoint URLs are left out: the same policy served on
+        another port (the demo picks free ports) must resume, so the served model name and tokenizer identify it."""
+        r = asdict(self.runner)
+        for key in ("api_key_env", "request_timeout_s", "base_url", "retriever_url"):
+            r.pop(key, None)
+        judge = dict(self.judge) if self.judge else None
+        if judge:
+            judge = {k: judge.get(k) for k in ("model", "temperature", "max_tokens") if k in judge}
+        return {
+            "runner": r,
+            "judge": judge,
+            "rewards": sorted(self.rewards),
+            "reward_kwargs": {k: dict(v) for k, v in self.reward_kwargs.items()},
+        }
+
+
+class ResultStore:
+    """Append-only per-format JSONL results with crash-safe resume.
+
+    A line is complete once it ends with a newline; a torn last line (a crash mid-write) is cut off on open.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.records: dict[str, dict[str, Any]] = {}
+        self._load()
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        good = data.rfind(b"\n") + 1
+        if good < len(data):
+            logger.warning(
+                "%s: dropping a torn last line (%d bytes) left by an interrupted run", self.path, len(data) - good
+            )
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+        for lineno, line in enumerate(data[:good].decode("utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(
+                    f"{self.path}, line {lineno}: not valid JSON ({e.msg}). The results file is corrupt; delete the "
+                    "line (that question is then re-evaluated) or rerun with --overwrite."
+                ) from None
+            self.records[f"{rec['dataset']}/{rec['id']}"] = rec
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.records
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record durably."""
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self.records[f"{record['dataset']}/{record['id']}"] = record
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def build_record(question: EvalQuestion, format_name: str, trajectory: Trajectory) -> dict[str, Any]:
+    """The result record of one question (without judge / reward parts)."""
+    from agentrag_verl.eval.metrics import question_metrics
+
+    extra = trajectory.extra_fields
+    policy_tokens = int(sum(trajectory.response_mask))
+    aux = extra.get("agentrag_aux_cost") or {}
+    record: dict[str, Any] = {
+        "dataset": question.dataset,
+        "id": question.id,
+        "format": format_name,
+        "question": question.question,
+        "golden_answers": list(question.golden_answers),
+        "metadata": question.metadata,
+    }
+    record.update(question_metrics(format_name, trajectory.response, question.golden_answers, extra))
+    record.update(
+        tokens={
+            "prompt": len(trajectory.prompt_ids),
+            "policy": policy_tokens,
+            "observation": len(trajectory.response_ids) - policy_tokens,
+            "aux": int(aux.get("completion_tokens", 0) or 0),
+            "aux_prompt": int(aux.get("prompt_tokens", 0) or 0),
+        },
+        num_turns=trajectory.num_turns,
+        budget_exhausted=bool(extra.get("agentrag_budget_exhausted", False)),
+        length_exhausted=bool(extra.get("agentrag_length_exhausted", False)),
+        retriever_errors=int(extra.get("agentrag_retriever_errors", 0) or 0),
+        steps=extra.get("agentrag_steps", []),
+        intermediate_answers=extra.get("agentrag_intermediate_answers", []),
+        reanswers=extra.get("agentrag_reanswers", []),
+        timings=extra.get("agentrag_timings", {}),
+        response=trajectory.response,
+        judge=None,
+        hiprag=None,
+        rewards={},
+    )
+    return record
+
+
+def _check_run_file(out: Path, config: EvalConfig) -> None:
+    run_file = out / RUN_FILE
+    current = config.fingerprint()
+    if run_file.exists() and not config.overwrite:
+        previous = json.loads(run_file.read_text())
+        if previous.get("fingerprint") != current:
+            diff = sorted(
+                k
+                for k in set(previous.get("fingerprint", {})) | set(current)
+                if previous.get("fingerprint", {}).get(k) != current.get(k)
+            )
+            raise ValueError(
+                f"{out} holds results of a different evaluation (differs in {diff}; see {run_file}). Use another "
+                "--out directory, or --overwrite to delete those results."
+            )
+    if config.overwrite:
+        for fmt_dir in out.iterdir() if out.exists() else []:
+            if fmt_dir.is_dir() and (fmt_dir / RESULTS_FILE).exists():
+                shutil.rmtree(fmt_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    run_file.write_text(json.dumps({"fingerprint": current}, indent=1))
+
+
+async def evaluate(
+    config: EvalConfig,
+    datasets: Mapping[str, Sequence[EvalQuestion]],
+    *,
+    runner: AgentLoopRunner | None = None,
+) -> dict[str, Any]:
+    """Run the evaluation (module docstring) and return ``metrics.json``'s content.
+
+    Args:
+        config: The run.
+        datasets: ``{dataset: questions}`` (:func:`agentrag_verl.eval.data.load_datasets`).
+        runner: An existing runner (tests); default: built from ``config.runner``.
+
+    Raises:
+        EvalIncomplete: Some questions failed after their retries (all others are saved).
+        ValueError: ``out_dir`` holds results of another configuration, or an option is invalid.
+    """
+    from tqdm.auto import tqdm
+
+    from agentrag_verl.agent_loops import AGENT_NAMES
+    from agentrag_verl.eval.judging import hiprag_step_judgements, judge_correctness
+    from agentrag_verl.eval.metrics import aggregate
+    from agentrag_verl.eval.report import write_reports
+
+    formats = [str(f).strip().lower() for f in config.formats]
+    bad = [f for f in formats if f not in AGENT_NAMES]
+    if bad or not formats:
+        raise ValueError(f"Unknown or missing format(s) {bad}; choose from {sorted(AGENT_NAMES)} (--format).")
+    if config.concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {config.concurrency} (--concurrency).")
+    out = Path(config.out_dir)
+    _check_run_file(out, config)
+    stores = {f: ResultStore(out / f / RESULTS_FILE) for f in formats}
+    todo = [(f, i, q) for f in formats for qs in datasets.values() for i, q in enumerate(qs) if q.key not in stores[f]]
+    total = sum(len(qs) for qs in datasets.values()) * len(formats)
+    own_runner = runner is None
+    judge = None
+    scorer = None
+    t0 = time.perf_counter()
+    missing: dict[str, list[str]] = {}
+    errors: dict[str, str] = {}
+    try:
+        if runner is None:
+            runner = AgentLoopRunner(config.runner)
+        if config.judge:
+            from agentrag_verl.judges import JudgeClient
+
+            judge = JudgeClient.from_config(dict(config.judge))
+            await judge.check()
+        if config.rewards:
+            from agentrag_verl.eval.rewards import RewardScorer
+
+            root = config.runner.retriever_url.rstrip("/").removesuffix("/retrieve")
+            scorer = RewardScorer(
+                list(config.rewards),
+                runner.tokenizer,
+                judge=config.judge,
+                retriever_root=root,
+                reward_kwargs=config.reward_kwargs,
+            )
+        semaphore = asyncio.Semaphore(config.concurrency)
+        bar = tqdm(total=total, initial=total - len(todo), desc="eval", unit="q", disable=not config.progress)
+
+        async def one(format_name: str, index: int, question: EvalQuestion) -> None:
+            async with semaphore:
+                t_start = time.perf_counter()
+                error: BaseException | None = None
+                for attempt in range(config.question_retries + 1):
+                    try:
+                        trajectory = await runner.run(question, format_name, index)
+                        break
+                    except Exception as e:  # retried, then reported; never silently dropped
+                        error = e
+                        logger.warning("%s %s attempt %d failed: %r", format_name, question.key, attempt + 1, e)
+                        await asyncio.sleep(min(2.0**attempt, 10.0))
+                else:
+                    missing.setdefault(format_name, []).append(question.key)
+                    errors[f"{format_name}:{question.key}"] = f"{type(error).__name__}: {error}"
+                    bar.update(1)
+                    return
+                record = build_record(question, format_name, trajectory)
+                if judge is not None:
+                    record["judge"] = await judge_correctness(judge, record["prediction"], question.golden_answers)
+                    if format_name == "hiprag":
+                        record["hiprag"] = await hiprag_step_judgements(
+                            judge, judge, trajectory.response, trajectory.extra_fields
+                        )
+                if scorer is not None:
+                    record["rewards"] = await scorer.score(trajectory, question, format_name)
+                record["wall_s"] = round(time.perf_counter() - t_start, 3)
+                stores[format_name].append(record)
+                bar.update(1)
+
+        await asyncio.gather(*(one(f, i, q) for f, i, q in todo))
+        bar.close()
+    finally:
+        for store in stores.values():
+            store.close()
+        if own_runner and runner is not None:
+            await runner.aclose()
+        if judge is not None:
+            await judge.aclose()
+
+    order = list(datasets)
+    summary: dict[str, Any] = {"formats": {}, "datasets": order, "wall_s": round(time.perf_counter() - t0, 1)}
+    for f in formats:
+        records = [stores[f].records[q.key] for qs in datasets.values() for q in qs if q.key in stores[f]]
+        summary["formats"][f] = aggregate(records, order)
+        summary["formats"][f]["missing"] = len(missing.get(f, []))
+    if scorer is not None:
+        summary["judge_metrics"] = scorer.judge_metrics()
+    (out / "metrics.json").write_text(json.dumps(summary, indent=1))
+    write_reports(summary, out, plot_metric=config.plot_metric)
+    if missing:
+        raise EvalIncomplete(missing, errors)
+    return summary
+
+
+def run_eval(config: EvalConfig, datasets: Mapping[str, Sequence[EvalQuestion]]) -> dict[str, Any]:
+    """Synchronous wrapper of :func:`evaluate`."""
+    return asyncio.run(evaluate(config, datasets))

@@ -1,0 +1,162 @@
+"""Per-question metrics and their aggregation on hand-built results (every expected number computed by hand)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrag_verl.eval.metrics import aggregate, autosearch_over_search, question_metrics, search_efficiency
+
+
+def rec(dataset, em, cem, f1, ok, n_search, policy, aux=0, **extra):
+    return {
+        "dataset": dataset,
+        "em": em,
+        "cem": cem,
+        "f1": f1,
+        "format_ok": ok,
+        "n_search": n_search,
+        "tokens": {"policy": policy, "aux": aux},
+        **extra,
+    }
+
+
+RECORDS = [
+    rec(
+        "a",
+        1.0,
+        1.0,
+        1.0,
+        True,
+        2,
+        100,
+        20,
+        judge={"correct": True, "ok": True},
+        autosearch={"t_c": 2, "over_search": False},
+        rewards={"searchr1": {"score": 1.0}},
+    ),
+    rec(
+        "a",
+        0.0,
+        1.0,
+        0.5,
+        False,
+        0,
+        50,
+        0,
+        judge={"correct": None, "ok": False},
+        autosearch={"t_c": -1, "over_search": False},
+        rewards={"searchr1": {"score": 0.2}},
+    ),
+    rec(
+        "a",
+        1.0,
+        1.0,
+        1.0,
+        True,
+        3,
+        150,
+        30,
+        judge={"correct": False, "ok": True},
+        autosearch={"t_c": 1, "over_search": True},
+        rewards={"searchr1": {"score": 0.8}},
+    ),
+    rec(
+        "b",
+        0.0,
+        0.0,
+        0.0,
+        True,
+        1,
+        80,
+        hiprag={"over_search": 1, "judged_search": 2, "under_search": 1, "judged_non_search": 4, "failures": 1},
+    ),
+    rec(
+        "b",
+        1.0,
+        1.0,
+        1.0,
+        True,
+        0,
+        40,
+        hiprag={"over_search": 0, "judged_search": 1, "under_search": 2, "judged_non_search": 2, "failures": 0},
+    ),
+]
+
+
+def test_per_dataset_numbers():
+    agg = aggregate(RECORDS)
+    a, b = agg["datasets"]["a"], agg["datasets"]["b"]
+    assert a["n"] == 3 and b["n"] == 2
+    assert a["em"] == pytest.approx(2 / 3) and a["cem"] == 1.0 and a["f1"] == pytest.approx(2.5 / 3)
+    assert a["search_depth"] == pytest.approx(5 / 3)  # (2 + 0 + 3) / 3
+    assert a["se"] == pytest.approx(40.0)  # 100 * (2/3) / (5/3): EM points per search
+    assert a["autosearch_osr"] == pytest.approx(1 / 3)  # one of three answered before its last search
+    assert a["format_compliance"] == pytest.approx(2 / 3)
+    assert a["tokens"] == pytest.approx((120 + 50 + 180) / 3)  # trajectory + auxiliary tokens
+    assert a["tokens_trajectory"] == pytest.approx(100.0)
+    # judge: the failed verdict is neither right nor wrong: 1 correct of 2 valid verdicts.
+    assert a["judge_acc"] == pytest.approx(0.5) and a["judge_failures"] == 1
+    assert a["hiprag_osr"] is None and a["hiprag_usr"] is None
+    assert a["reward/searchr1"] == pytest.approx(2 / 3)  # (1.0 + 0.2 + 0.8) / 3
+    assert a["search_depth_histogram"] == {"0": 1, "2": 1, "3": 1}
+    # HiPRAG Eq. 2 pools steps over the dataset: (1+0)/(2+1) and (1+2)/(4+2), not the mean of per-trajectory ratios
+    # (which would be 0.25 and 0.625).
+    assert b["hiprag_osr"] == pytest.approx(1 / 3) and b["hiprag_usr"] == pytest.approx(0.5)
+    assert b["hiprag_judge_failures"] == 1
+    assert b["se"] == pytest.approx(100.0)  # EM 0.5 over SD 0.5
+    assert b["judge_acc"] is None and b["autosearch_osr"] is None
+
+
+def test_average_row_is_unweighted_mean_over_datasets():
+    avg = aggregate(RECORDS)["average"]
+    assert avg["n"] == 5
+    assert avg["em"] == pytest.approx((2 / 3 + 1 / 2) / 2)  # not the pooled 3/5
+    assert avg["se"] == pytest.approx((40.0 + 100.0) / 2)
+    assert avg["hiprag_osr"] == pytest.approx(1 / 3)  # only dataset b has HiPRAG judgements
+    assert avg["judge_acc"] == pytest.approx(0.5)
+    assert avg["judge_failures"] == 1
+    assert avg["search_depth_histogram"] == {"0": 2, "1": 1, "2": 1, "3": 1}
+
+
+def test_dataset_order_and_no_search():
+    agg = aggregate([rec("z", 1.0, 1.0, 1.0, True, 0, 5), rec("y", 0.0, 0.0, 0.0, True, 0, 5)], datasets=["y", "z"])
+    assert list(agg["datasets"]) == ["y", "z"]
+    assert agg["datasets"]["z"]["se"] is None  # SE undefined without a search
+    assert search_efficiency(0.45, 1.5) == pytest.approx(30.0)
+
+
+def test_question_metrics_reads_the_format_and_the_loop_fields():
+    response = (
+        "<think>look up</think>\n<search> capital of France </search>\n\n"
+        "<information>Doc 1(Title: France) <answer>Lyon</answer></information>\n\n"
+        "<think>found</think>\n<answer>Paris</answer>"
+    )
+    fields = {"agentrag_num_searches": 1, "agentrag_steps": [{"kind": "search"}, {"kind": "answer"}]}
+    m = question_metrics("searchr1", response, ["Paris"], fields)
+    # The answer inside the retrieved passage never counts; the model's last answer does. Two parsed steps: the
+    # searching think and the concluding think.
+    assert (m["prediction"], m["em"], m["format_ok"], m["n_search"], m["n_steps"]) == ("Paris", 1.0, True, 1, 2)
+    assert m["autosearch"] is None  # no intermediate answers: not an AutoSearch run
+    bad = question_metrics("hiprag", response, ["Paris"], fields)
+    assert bad["format_ok"] is False  # Search-R1 text is not HiPRAG's grammar
+
+
+def test_autosearch_intermediate_answers_map_to_search_steps():
+    steps = [{"kind": "search"}, {"kind": "invalid"}, {"kind": "search"}, {"kind": "search"}, {"kind": "answer"}]
+    inter = [
+        {"step": 0, "answer": "Lyon"},
+        {"step": 2, "answer": "Paris"},  # second search step (index 2 of agentrag_steps)
+        {"step": 3, "answer": "Paris"},
+    ]
+    fields = {"agentrag_steps": steps, "agentrag_intermediate_answers": inter, "agentrag_num_searches": 3}
+    m = question_metrics("autosearch", "<think>x</think><answer>Paris</answer>", ["Paris"], fields)
+    assert m["autosearch"] == {"intermediate_em": [0.0, 1.0, 1.0], "t_c": 2, "over_search": True}
+    # An AutoSearch run without searches counts in the OSR denominator as "not over-searched".
+    none = question_metrics("autosearch", "<think>x</think><answer>Paris</answer>", ["Paris"], {})
+    assert none["autosearch"] == {"intermediate_em": [], "t_c": -1, "over_search": False}
+
+
+def test_autosearch_over_search_event():
+    assert autosearch_over_search([1]) == (1, False)  # correct after the only (= last) search
+    assert autosearch_over_search([1, 0]) == (1, True)
+    assert autosearch_over_search([0, 0]) == (-1, False)
