@@ -24,31 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-try:  # the agent-loop contract (issue 7); literal fallbacks keep this module usable without it
-    from agentrag_verl.agent_loops import fields as F
-except Exception:  # pragma: no cover - exercised only when the agent loops are absent
-
-    class F:  # type: ignore[no-redef]
-        FORMAT = "agentrag_format"
-        STEPS = "agentrag_steps"
-        NUM_SEARCHES = "agentrag_num_searches"
-        BUDGET_EXHAUSTED = "agentrag_budget_exhausted"
-        RETRIEVER_ERRORS = "agentrag_retriever_errors"
-        REANSWERS = "agentrag_reanswers"
-        INTERMEDIATE_ANSWERS = "agentrag_intermediate_answers"
-        AUX_COST = "agentrag_aux_cost"
-        TIMINGS = "agentrag_timings"
-        STEP_KIND = "kind"
-        STEP_QUERY = "query"
-        STEP_END_TOKEN_INDEX = "end_token_index"
-        KIND_SEARCH = "search"
-        KIND_ANSWER = "answer"
-        KIND_INVALID = "invalid"
-        AUX_STEP = "step"
-        AUX_QUERY = "query"
-        AUX_TEXT = "text"
-        AUX_ANSWER = "answer"
-
+from agentrag_verl.agent_loops import fields as F  # the extra_fields contract of our agent loops
 
 __all__ = ["Sample", "read_sample", "gold_answers", "records", "as_int", "F"]
 
