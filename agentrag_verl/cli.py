@@ -14,6 +14,8 @@ COMMAND_MODULES = [
     "agentrag_verl.data.cli",
     "agentrag_verl.planners.cli",
     "agentrag_verl.eval.cli",
+    "agentrag_verl.warmstart.cli",
+    "agentrag_verl.warmstart.sft_local",
     "agentrag_verl.reasonrag.cli",
 ]
 

@@ -87,6 +87,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         temperature=args.temperature,
         top_p=args.top_p,
         loop_options=loop_options,
+        prompt_name=args.prompt_name,
     )
     judge = None
     if args.judge_base_url:
@@ -176,6 +177,9 @@ def add_parser(subparsers: Any) -> None:
     )
     g.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve", help="Retriever POST /retrieve URL.")
     g.add_argument("--topk", type=int, help="Passages per query (default: each loop's paper value).")
+    g.add_argument(
+        "--prompt-name", help="A named prompt of the format (e.g. hiprag_compact); default: the paper's prompt."
+    )
     g.add_argument("--max-searches", type=int, help="Search budget B (default: each format's paper value).")
     g.add_argument("--loop-option", action="append", help="Agent-loop option key=value (SearchLoopConfig).")
     g = p.add_argument_group("judge and rewards")

@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,8 @@ class EvalConfig:
     """Delete earlier results in ``out_dir`` instead of resuming."""
     progress: bool = True
     """Show a progress bar."""
+    judge_metrics: bool = True
+    """Compute judge accuracy and HiPRAG OSR/USR with ``judge``; False uses the judge only for the reward designs."""
     plot_metric: str = "cem"
     """Accuracy metric of the accuracy-vs-search-depth plot (``em``, ``cem``, ``f1`` or ``judge_acc``)."""
 
@@ -99,14 +101,20 @@ class EvalConfig:
         }
 
 
+def result_key(record: Mapping[str, Any]) -> str:
+    """Resume key of an eval result: ``"<dataset>/<id>"``."""
+    return f"{record['dataset']}/{record['id']}"
+
+
 class ResultStore:
-    """Append-only per-format JSONL results with crash-safe resume.
+    """Append-only JSONL records with crash-safe resume, keyed by ``key(record)`` (default :func:`result_key`).
 
     A line is complete once it ends with a newline; a torn last line (a crash mid-write) is cut off on open.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], key: Callable[[Mapping[str, Any]], str] = result_key) -> None:
         self.path = Path(path)
+        self.key = key
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.records: dict[str, dict[str, Any]] = {}
         self._load()
@@ -133,7 +141,7 @@ class ResultStore:
                     f"{self.path}, line {lineno}: not valid JSON ({e.msg}). The results file is corrupt; delete the "
                     "line (that question is then re-evaluated) or rerun with --overwrite."
                 ) from None
-            self.records[f"{rec['dataset']}/{rec['id']}"] = rec
+            self.records[self.key(rec)] = rec
 
     def __contains__(self, key: str) -> bool:
         return key in self.records
@@ -143,7 +151,7 @@ class ResultStore:
         self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
-        self.records[f"{record['dataset']}/{record['id']}"] = record
+        self.records[self.key(record)] = record
 
     def close(self) -> None:
         self._file.close()
@@ -293,7 +301,7 @@ async def evaluate(
                     bar.update(1)
                     return
                 record = build_record(question, format_name, trajectory)
-                if judge is not None:
+                if judge is not None and config.judge_metrics:
                     record["judge"] = await judge_correctness(judge, record["prediction"], question.golden_answers)
                     if format_name == "hiprag":
                         record["hiprag"] = await hiprag_step_judgements(

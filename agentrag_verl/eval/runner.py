@@ -53,6 +53,9 @@ class RunnerConfig:
     """Nucleus sampling (``rollout.val_kwargs.top_p``)."""
     request_timeout_s: float = 600.0
     """Timeout of one completions request."""
+    prompt_name: str | None = None
+    """Named policy prompt of the format (:meth:`~agentrag_verl.formats.Format.policy_prompt`); None = the paper's.
+    Use the prompt the policy was trained with."""
     loop_options: Mapping[str, Any] = field(default_factory=dict)
     """Run-wide agent-loop options (:class:`~agentrag_verl.agent_loops.config.SearchLoopConfig` keys such as
     ``retriever_topk``, ``max_searches``, ``max_observation_tokens``); unknown keys fail when the loop starts."""
@@ -150,7 +153,7 @@ class AgentLoopRunner:
         if key not in AGENT_NAMES:
             raise ValueError(f"Unknown format {format_name!r}; choose one of {sorted(AGENT_NAMES)} (--format).")
         raw_prompt = np.empty(1, dtype=object)
-        raw_prompt[0] = get_format(key).prompt.messages(question.question)
+        raw_prompt[0] = get_format(key).policy_prompt(self.config.prompt_name).messages(question.question)
 
         def column(value: Any) -> np.ndarray:
             arr = np.empty(1, dtype=object)

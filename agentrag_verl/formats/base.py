@@ -332,6 +332,20 @@ class Format:
     prompt: PromptTemplate
     prompts: Mapping[str, PromptTemplate]
 
+    def policy_prompt(self, name: str | None = None) -> PromptTemplate:
+        """The policy prompt: :attr:`prompt` (the paper's) when ``name`` is None, else ``prompts[name]``.
+
+        Raises:
+            ValueError: ``name`` is not one of :attr:`prompts` (the message lists them).
+        """
+        if name is None or name == self.prompt.name:
+            return self.prompt
+        if name not in self.prompts:
+            raise ValueError(
+                f"Format {self.name!r} has no prompt {name!r}; choose one of {sorted(self.prompts)} (prompt_name)."
+            )
+        return self.prompts[name]
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Lexing

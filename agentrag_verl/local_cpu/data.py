@@ -11,12 +11,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
-def qa_to_verl_rows(qa_rows: Iterable[dict], *, split: str, data_source: str, format_name: str) -> list[dict]:
+def qa_to_verl_rows(
+    qa_rows: Iterable[dict], *, split: str, data_source: str, format_name: str, prompt_name: str | None = None
+) -> list[dict]:
     """Convert FlashRAG rows (``id``, ``question``, ``golden_answers``) to verl rows using ``format_name``'s
-    prompt (see :func:`agentrag_verl.formats.get_format`)."""
+    prompt (see :func:`agentrag_verl.formats.get_format`; ``prompt_name`` picks another of its named prompts)."""
     from agentrag_verl.formats import get_format
 
-    prompt = get_format(format_name).prompt
+    prompt = get_format(format_name).policy_prompt(prompt_name)
     rows = []
     for index, qa in enumerate(qa_rows):
         rows.append(

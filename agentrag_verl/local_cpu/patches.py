@@ -63,8 +63,11 @@ def _patch_process_group_backend(module: ModuleType) -> None:
     device twice and ``torch.distributed.init_process_group`` raises ``ValueError: Duplicate device type cpu``.
     The wrapper passes ``"gloo"`` instead (the explicit ``backend="cpu:gloo"`` used by the checkpoint engine is
     left alone). Upstream fix that makes it unnecessary: build the string only from distinct device types, e.g.
-    ``"gloo" if get_device_name() == "cpu" else f"cpu:gloo,{dev}:{backend}"`` (same for
-    ``initialize_global_process_group``, which torchrun-based trainers use; main_ppo does not).
+    ``"gloo" if get_device_name() == "cpu" else f"cpu:gloo,{dev}:{backend}"``.
+
+    ``initialize_global_process_group`` (torchrun-based trainers: verl's SFT trainer, used by
+    ``agentrag-verl sft-local``) hard-codes the same string and takes no backend argument; on the CPU platform it
+    is replaced by the same steps with ``"gloo"``.
     """
     original = require_attr(module, "initialize_global_process_group_ray", "verl")
     if getattr(original, _MARK, False):
@@ -77,6 +80,25 @@ def _patch_process_group_backend(module: ModuleType) -> None:
 
     setattr(initialize_global_process_group_ray, _MARK, True)
     module.initialize_global_process_group_ray = initialize_global_process_group_ray
+
+    torchrun_init = require_attr(module, "initialize_global_process_group", "verl")
+    _require_params(torchrun_init, ("timeout_second",), "initialize_global_process_group", "verl")
+
+    @functools.wraps(torchrun_init)
+    def initialize_global_process_group(timeout_second=36000):
+        import datetime
+
+        import torch.distributed
+
+        torch.distributed.init_process_group(
+            backend="gloo",
+            timeout=datetime.timedelta(seconds=timeout_second),
+            init_method=os.environ.get("DIST_INIT_METHOD", None),
+        )
+        return int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+
+    setattr(initialize_global_process_group, _MARK, True)
+    module.initialize_global_process_group = initialize_global_process_group
 
 
 # ---------------------------------------------------------------------------------------------------------------

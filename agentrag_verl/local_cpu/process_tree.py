@@ -3,7 +3,8 @@
 ``main_ppo`` starts Ray's gcs/raylet, ~10 Ray actors and vLLM's engine/worker subprocesses. ``/usr/bin/time``
 sees only the driver, and when the driver exits Ray leaves processes and ``/dev/shm`` segments behind. Here the
 calling process becomes a *child subreaper* (``PR_SET_CHILD_SUBREAPER``), so everything the job orphans is
-re-parented to it; afterwards every process still left in its tree is terminated by pid (never
+re-parented to it; afterwards every process still left in its tree (except those that were already running
+before the job, such as the caller's own servers, and their children) is terminated by pid (never
 ``ray stop --force``, which would also kill other users' Ray processes) and the shared-memory segments the run
 created and nobody maps any more are unlinked.
 """
@@ -139,10 +140,18 @@ def _mapped_shm() -> set[str]:
     return names
 
 
-def _terminate_tree(grace_s: float, log: TextIO) -> None:
-    me = os.getpid()
+def _leftovers(spare: set[int]) -> list[int]:
+    """Our descendants, except the processes in ``spare`` (they were running before the job) and their own
+    descendants: a caller's servers (the demo's retriever, a test's fixtures) outlive the job they served."""
+    protected = set(spare)
+    for pid in spare:
+        protected.update(descendants(pid))
+    return [pid for pid in descendants(os.getpid()) if pid not in protected]
+
+
+def _terminate_tree(grace_s: float, log: TextIO, spare: set[int]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        left = descendants(me)
+        left = _leftovers(spare)
         if not left:
             return
         print(f"[cleanup] {sig.name} to {len(left)} leftover processes", file=log, flush=True)
@@ -158,7 +167,7 @@ def _terminate_tree(grace_s: float, log: TextIO) -> None:
                     pass
             except ChildProcessError:
                 pass
-            if not descendants(me):
+            if not _leftovers(spare):
                 return
             time.sleep(0.2)
 
@@ -189,6 +198,7 @@ def run_process_tree(
     if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed; run_process_tree needs Linux")
     shm_before = _shm_names()
+    spare = set(descendants(os.getpid()))
     sampler = _MemorySampler(interval_s=1.0)
     sampler.start()
     start = time.monotonic()
@@ -215,7 +225,7 @@ def run_process_tree(
                     signal.signal(sig, handler)
             wall_s = time.monotonic() - start
             memory = sampler.stop()
-            _terminate_tree(grace_s, log)
+            _terminate_tree(grace_s, log, spare)
             leftover = {n for n in _shm_names() - shm_before if n.startswith(_SHM_PREFIXES)} - _mapped_shm()
             for name in leftover:
                 (_SHM / name).unlink(missing_ok=True)

@@ -151,6 +151,43 @@ def merge_overrides(ours: list[str], user: list[str]) -> list[str]:
     return [o for o in ours if override_key(o) not in user_keys] + list(user)
 
 
+RUN_SETTINGS = {
+    "algorithm": "algorithm.adv_estimator",
+    "lr": "actor_rollout_ref.actor.optim.lr",
+    "use_kl_loss": "actor_rollout_ref.actor.use_kl_loss",
+    "kl_loss_coef": "actor_rollout_ref.actor.kl_loss_coef",
+    "kl_loss_type": "actor_rollout_ref.actor.kl_loss_type",
+    "use_kl_in_reward": "algorithm.use_kl_in_reward",
+    "clip_ratio_low": "actor_rollout_ref.actor.clip_ratio_low",
+    "clip_ratio_high": "actor_rollout_ref.actor.clip_ratio_high",
+    "loss_agg_mode": "actor_rollout_ref.actor.loss_agg_mode",
+    "entropy_coeff": "actor_rollout_ref.actor.entropy_coeff",
+    "ppo_epochs": "actor_rollout_ref.actor.ppo_epochs",
+    "ppo_mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "train_batch_size": "data.train_batch_size",
+    "rollout_n": "actor_rollout_ref.rollout.n",
+    "temperature": "actor_rollout_ref.rollout.temperature",
+    "max_response_length": "data.max_response_length",
+    "total_training_steps": "trainer.total_training_steps",
+    "reward_manager": "reward.reward_manager.name",
+}
+"""Summary name -> config key of the settings every run reports (learning rate, KL, clipping, sizes)."""
+
+
+def run_settings(overrides: list[str], config_path: str | None, config_name: str) -> dict:
+    """The values of :data:`RUN_SETTINGS` in the config ``main_ppo`` composes from the same overrides."""
+    from hydra import compose, initialize_config_dir, initialize_config_module
+    from omegaconf import OmegaConf
+
+    if config_path:
+        init = initialize_config_dir(config_dir=str(Path(config_path).resolve()), version_base=None)
+    else:
+        init = initialize_config_module(config_module="verl.trainer.config", version_base=None)
+    with init:
+        cfg = compose(config_name=config_name, overrides=overrides)
+    return {name: OmegaConf.select(cfg, key) for name, key in RUN_SETTINGS.items()}
+
+
 def preflight(min_free_gib: float) -> None:
     """Fail early, with the fix, when vLLM is missing/broken or memory is short."""
     if importlib.util.find_spec("vllm") is None:
@@ -244,7 +281,13 @@ def run(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo"]
     if args.config_path:
         cmd += [f"--config-path={Path(args.config_path).resolve()}", f"--config-name={args.config_name}"]
-    cmd += merge_overrides(ours, overrides)
+    final_overrides = merge_overrides(ours, overrides)
+    cmd += final_overrides
+    try:
+        settings = run_settings(final_overrides, args.config_path, args.config_name)
+    except Exception as e:  # main_ppo reports the same error with its full context
+        print(f"agentrag-verl train-local: the config does not compose ({e}); see the main_ppo log", file=sys.stderr)
+        settings = {}
     env = {**os.environ, **CPU_ENV}
     if args.dump_token_rewards:
         from agentrag_verl.local_cpu.token_rewards import ENV as DUMP_ENV
@@ -260,7 +303,9 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(ray_temp_dir, ignore_errors=True)
 
     summary = summarize_log(log_path.read_text(errors="replace"))
-    summary.update(returncode=result.returncode, wall_s=round(result.wall_s, 1), memory=result.memory.as_gib())
+    summary.update(
+        returncode=result.returncode, wall_s=round(result.wall_s, 1), memory=result.memory.as_gib(), settings=settings
+    )
     actor_dir = latest_actor_checkpoint(checkpoint_dir)
     if actor_dir is not None and (model_path / "config.json").exists():
         summary["checkpoint"] = str(actor_dir)
@@ -275,6 +320,8 @@ def _print_summary(summary: dict, work_dir: Path) -> None:
     print(f"\nmain_ppo exit code {summary['returncode']}, wall {summary['wall_s']} s; log: {work_dir / 'main_ppo.log'}")
     print(f"until training starts: {summary['until_training_starts_s']} s; per step: {summary['step_wall_s']}")
     print(f"memory: {summary['memory']}")
+    if summary.get("settings"):
+        print("settings: " + ", ".join(f"{k}={v}" for k, v in summary["settings"].items()))
     for step, metrics in summary["steps"].items():
         print(f"step {step}: " + ", ".join(f"{k}={metrics[k]:.4g}" for k in keys if isinstance(metrics.get(k), float)))
     if "weights_vs_initial" in summary:

@@ -1,0 +1,123 @@
+"""``agentrag-verl demos generate``: teacher demonstrations for the warm start (:mod:`agentrag_verl.warmstart.demos`).
+
+With a teacher model (production)::
+
+    agentrag-verl demos generate --format hiprag --tokenizer Qwen/Qwen2.5-3B-Instruct \\
+        --teacher-url http://127.0.0.1:8000/v1 --teacher-model teacher --samples 4 --temperature 1.0 \\
+        --retriever-url http://127.0.0.1:8001/retrieve --data data/nq/train.jsonl --out outputs/demos
+
+On the embedded default, the scripted stand-in teacher (no ``--teacher-url``) plays the plans stored in the
+mini-wiki training rows. ``--tokenizer`` is the *policy's* tokenizer: demonstrations are its token ids. Rerunning
+the same command resumes. Exit codes: 0 done, 1 some trajectories failed (rerun to retry them), 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+__all__ = ["add_parser"]
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from agentrag_verl.eval.cli import parse_options, quiet_known_warnings
+    from agentrag_verl.eval.data import MINI_WIKI_DIR, load_datasets
+    from agentrag_verl.eval.harness import EvalIncomplete
+    from agentrag_verl.eval.runner import RunnerConfig
+    from agentrag_verl.warmstart.demos import DemoConfig, generate_demos, scripted_teacher_client, stats_markdown
+
+    quiet_known_warnings()
+    try:
+        loop_options = parse_options(args.loop_option, "--loop-option")
+        datasets = load_datasets(args.data or [str(MINI_WIKI_DIR)], split=args.split, limit=args.limit)
+        scripted = args.teacher_url is None
+        if not scripted and not args.teacher_model:
+            raise ValueError("--teacher-model is required with --teacher-url (the model name the server serves).")
+        if args.api_key_env and not os.environ.get(args.api_key_env):
+            raise ValueError(f"--api-key-env {args.api_key_env}: that environment variable is not set.")
+        runner = RunnerConfig(
+            tokenizer=args.tokenizer,
+            base_url=args.teacher_url or "scripted://teacher",
+            model=args.teacher_model or "scripted-teacher",
+            retriever_url=args.retriever_url,
+            api_key_env=args.api_key_env,
+            prompt_length=args.prompt_length,
+            response_length=args.response_length,
+            temperature=args.temperature,
+            loop_options=loop_options,
+            prompt_name=args.prompt_name,
+        )
+        config = DemoConfig(
+            runner=runner,
+            format=args.format,
+            out_dir=args.out,
+            samples=args.samples,
+            concurrency=args.concurrency,
+            metric=args.metric,
+            teacher="scripted (stand-in for a teacher model)" if scripted else args.teacher_model,
+            progress=not args.no_progress,
+        )
+    except (ValueError, FileNotFoundError) as e:
+        print(f"agentrag-verl demos generate: {e}", file=sys.stderr)
+        return 2
+
+    async def main() -> dict:
+        client = None
+        if scripted:
+            from transformers import AutoTokenizer
+
+            questions = [q for qs in datasets.values() for q in qs]
+            client = scripted_teacher_client(AutoTokenizer.from_pretrained(args.tokenizer), args.format, questions)
+        return await generate_demos(config, datasets, llm_client=client, overwrite=args.overwrite)
+
+    try:
+        stats = asyncio.run(main())
+    except EvalIncomplete as e:
+        print(f"agentrag-verl demos generate: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"agentrag-verl demos generate: {e}", file=sys.stderr)
+        return 2
+    print(stats_markdown(stats))
+    if args.json:
+        print(json.dumps(stats, indent=1))
+    print(f"demonstrations: {args.out}/{config.format_name}/demos.jsonl")
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "demos",
+        help="Teacher demonstrations for the warm start (rejection sampling through our agent loops).",
+        description=__doc__.split("\n\n")[0],
+    )
+    sub = p.add_subparsers(dest="demos_command", metavar="ACTION", required=True)
+    g = sub.add_parser("generate", help="Sample, check and store demonstrations (resumable).", description=__doc__)
+    g.add_argument("--format", default="hiprag", help="Trajectory format / agent loop (default hiprag).")
+    g.add_argument("--prompt-name", help="A named prompt of the format (e.g. hiprag_compact); default: the paper's.")
+    g.add_argument("--tokenizer", required=True, help="HF folder or hub id of the POLICY to be trained.")
+    g.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve", help="POST /retrieve endpoint.")
+    g.add_argument("--data", action="append", help="Dataset spec(s) as in `eval` (default: the mini-wiki).")
+    g.add_argument("--split", default="train", help="Split file name inside dataset folders (default train).")
+    g.add_argument("--limit", type=int, help="First N questions of each dataset.")
+    g.add_argument("--teacher-url", help="OpenAI-compatible API root of the teacher (default: scripted teacher).")
+    g.add_argument("--teacher-model", help="Model name the teacher server serves.")
+    g.add_argument("--api-key-env", help="Environment variable holding the teacher's API key (never logged).")
+    g.add_argument("--samples", type=int, default=1, help="Trajectories per question (k).")
+    g.add_argument("--temperature", type=float, default=0.0, help="Teacher sampling temperature.")
+    g.add_argument("--metric", choices=["em", "cem", "f1"], help="Correctness rule (default: the paper's).")
+    g.add_argument("--concurrency", type=int, default=8, help="Trajectories in flight.")
+    g.add_argument("--prompt-length", type=int, default=1024)
+    g.add_argument("--response-length", type=int, default=1024, help="Token budget of one trajectory.")
+    g.add_argument(
+        "--loop-option", action="append", help="Agent-loop option key=value (e.g. max_observation_tokens=256)."
+    )
+    g.add_argument("--out", default="outputs/demos", help="Output folder (<out>/<format>/demos.jsonl).")
+    g.add_argument("--overwrite", action="store_true", help="Delete earlier demonstrations in --out.")
+    g.add_argument("--no-progress", action="store_true")
+    g.add_argument("--json", action="store_true", help="Also print stats.json.")
+    g.set_defaults(func=run)

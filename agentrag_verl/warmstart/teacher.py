@@ -1,0 +1,191 @@
+"""A scripted teacher for the embedded default: a **stand-in for a teacher model**, not a policy.
+
+The papers warm-start (or start RL from) instruction models that already write their tags; a 135M model does not,
+so the embedded default needs demonstrations. In production they come from a large model behind an
+OpenAI-compatible endpoint (``agentrag-verl demos generate --teacher-url``); on a laptop this module plays that
+model inside our real agent loop:
+
+- it reads only what a model would see: the prompt and the trajectory so far (our loop's observations, i.e. the
+  passages the **real retriever** returned);
+- its plan comes from the training row's ``metadata``: for corpus questions, ``hops`` (``query``, ``answer``,
+  ``fact``); for common-knowledge questions, ``fact``. It searches hop by hop when the question needs the corpus
+  and answers directly when the question is common knowledge;
+- it concludes a hop only when the retrieved passages contain that hop's answer; otherwise it says the results do
+  not answer the question and gives up (answer ``unknown``), which the demonstration writer then rejects. So a
+  kept demonstration never concludes a fact its passages do not show;
+- its reasoning is templated and its final answer is ``golden_answers[0]``.
+
+It is an :class:`~agentrag_verl.agent_loops.local_clients.ScriptedLLMClient` responder: the loop's token ids
+come from tokenizing its text exactly as a server's ids would be returned, so the demonstrations have the same
+token layout (model text, masked observations) as an RL rollout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentrag_verl.metrics import normalize_answer
+
+__all__ = ["TeacherPlan", "Hop", "ScriptedTeacher", "TEACHER_FORMATS", "plan_from_row"]
+
+GIVE_UP_ANSWER = "unknown"
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One retrieval hop of a corpus question."""
+
+    query: str
+    """The search query the teacher writes."""
+    answer: str
+    """What the hop finds (must appear in the retrieved passages for the teacher to conclude it)."""
+    fact: str
+    """The conclusion sentence the teacher writes after reading the passages."""
+
+
+@dataclass(frozen=True)
+class TeacherPlan:
+    """How the teacher answers one question: ``hops`` to search (corpus questions) or none (common knowledge)."""
+
+    question: str
+    answer: str
+    hops: tuple[Hop, ...] = ()
+    fact: str = ""
+    """The common-knowledge statement (used when there are no hops)."""
+
+    @property
+    def needs_search(self) -> bool:
+        return bool(self.hops)
+
+
+def plan_from_row(question: str, golden_answers: Sequence[str], metadata: Mapping[str, Any]) -> TeacherPlan:
+    """The plan of a mini-wiki training row (``metadata.hops`` or ``metadata.fact``).
+
+    Raises:
+        ValueError: The row has neither (the scripted teacher needs one; a real teacher model does not).
+
+    >>> plan_from_row("Who?", ["Ada"], {"hops": [{"query": "Who?", "answer": "Ada", "fact": "It was Ada."}]}).hops[0].answer
+    'Ada'
+    """  # noqa: E501
+    meta = dict(metadata.get("metadata", metadata) or {})
+    hops = tuple(Hop(str(h["query"]), str(h["answer"]), str(h["fact"])) for h in meta.get("hops") or [])
+    fact = str(meta.get("fact") or "")
+    if not hops and not fact:
+        raise ValueError(
+            f"Question {question!r} has no metadata.hops and no metadata.fact: the scripted teacher only plays "
+            "questions that carry their plan (examples/mini_wiki train files). Use a teacher model instead "
+            "(--teacher-url)."
+        )
+    return TeacherPlan(question=question, answer=str(golden_answers[0]), hops=hops, fact=fact)
+
+
+@dataclass(frozen=True)
+class _Templates:
+    """Model-written text of one format; ``{...}`` slots are filled by the teacher."""
+
+    observation_open: str
+    observation_close: str
+    first_search: str
+    next_search: str
+    final: str
+    give_up: str
+    direct: str
+
+
+_REASON_FIRST = "I do not know this, so I will search for it."
+_REASON_NEXT = "Now I need to find the next fact."
+_REASON_DIRECT = "This is common knowledge, so I can answer without searching."
+_NOT_FOUND = "The search results do not answer this."
+
+TEACHER_FORMATS: dict[str, _Templates] = {
+    # HiPRAG Figure 4 layout; after </search> the environment writes "<context>{docs}</context>\n<conclusion>".
+    "hiprag": _Templates(
+        observation_open="<context>",
+        observation_close="</context>",
+        first_search=f"<think>\n<step>\n<reasoning>{_REASON_FIRST}</reasoning>\n<search>{{query}}</search>",
+        next_search=(
+            f"{{fact}}</conclusion>\n</step>\n<step>\n<reasoning>{_REASON_NEXT}</reasoning>\n<search>{{query}}</search>"
+        ),
+        final="{fact}</conclusion>\n</step>\n</think>\n<answer>{answer}</answer>",
+        give_up=f"{_NOT_FOUND}</conclusion>\n</step>\n</think>\n<answer>{GIVE_UP_ANSWER}</answer>",
+        direct=(
+            f"<think>\n<step>\n<reasoning>{_REASON_DIRECT}</reasoning>\n<conclusion>{{fact}}</conclusion>\n</step>\n"
+            "</think>\n<answer>{answer}</answer>"
+        ),
+    ),
+    # Search-R1 / AutoSearch layout; after </search> the environment writes "\n\n<information>{docs}</information>\n\n".
+    "searchr1": _Templates(
+        observation_open="<information>",
+        observation_close="</information>",
+        first_search=f"<think>{_REASON_FIRST}</think>\n<search>{{query}}</search>",
+        next_search=f"<think>{{fact}} {_REASON_NEXT}</think>\n<search>{{query}}</search>",
+        final="<think>{fact}</think>\n<answer>{answer}</answer>",
+        give_up=f"<think>{_NOT_FOUND}</think>\n<answer>{GIVE_UP_ANSWER}</answer>",
+        direct=f"<think>{_REASON_DIRECT} {{fact}}</think>\n<answer>{{answer}}</answer>",
+    ),
+}
+TEACHER_FORMATS["autosearch"] = TEACHER_FORMATS["searchr1"]
+
+
+class ScriptedTeacher:
+    """Responder ``(prompt_text, sampling_params) -> text`` playing the plans of known questions (module docstring).
+
+    Args:
+        format_name: One of :data:`TEACHER_FORMATS`.
+        plans: The plans of the questions it may be asked.
+
+    Raises:
+        ValueError: The format has no templates.
+    """
+
+    def __init__(self, format_name: str, plans: Iterable[TeacherPlan]) -> None:
+        key = str(format_name).strip().lower()
+        if key not in TEACHER_FORMATS:
+            raise ValueError(
+                f"The scripted teacher has templates for {sorted(TEACHER_FORMATS)}, not {format_name!r}; use a "
+                "teacher model behind an OpenAI-compatible endpoint for that format (--teacher-url)."
+            )
+        self.templates = TEACHER_FORMATS[key]
+        self.plans = {p.question: p for p in plans}
+
+    def _locate(self, prompt_text: str) -> tuple[TeacherPlan, str]:
+        """The asked question (the known question that occurs first; the longest at a tie, so a question that
+        starts with another is matched as itself; later occurrences are queries in the trajectory) and the text
+        after it."""
+        best: tuple[int, int, str] | None = None
+        for q in self.plans:
+            i = prompt_text.find(q)
+            if i >= 0 and (best is None or (i, -len(q)) < best[:2]):
+                best = (i, -len(q), q)
+        if best is None:
+            raise KeyError("the scripted teacher was asked a question it has no plan for")
+        i, _, q = best
+        return self.plans[q], prompt_text[i + len(q) :]
+
+    def observations(self, trajectory: str) -> list[str]:
+        """The observation contents (retrieved passages) in the trajectory so far."""
+        t = self.templates
+        out, start = [], 0
+        while (i := trajectory.find(t.observation_open, start)) >= 0:
+            j = trajectory.find(t.observation_close, i)
+            end = len(trajectory) if j < 0 else j
+            out.append(trajectory[i + len(t.observation_open) : end])
+            start = end + 1
+        return out
+
+    def __call__(self, prompt_text: str, sampling_params: Mapping[str, Any] | None = None) -> str:
+        plan, trajectory = self._locate(prompt_text)
+        t = self.templates
+        if not plan.needs_search:
+            return t.direct.format(fact=plan.fact, answer=plan.answer)
+        seen = self.observations(trajectory)
+        if not seen:
+            return t.first_search.format(query=plan.hops[0].query)
+        hop = plan.hops[min(len(seen), len(plan.hops)) - 1]
+        if normalize_answer(hop.answer) not in normalize_answer(seen[-1]):
+            return t.give_up
+        if len(seen) < len(plan.hops):
+            return t.next_search.format(fact=hop.fact, query=plan.hops[len(seen)].query)
+        return t.final.format(fact=hop.fact, answer=plan.answer)

@@ -1,0 +1,155 @@
+"""Does training with agentrag-verl make a better search agent? Warm start, then GRPO, on one CPU machine.
+
+SmolLM2-135M-Instruct, HiPRAG format and reward ("over-search only" with the rule-based stand-in judge), the
+mini-wiki corpus behind the real retriever. Stages (:mod:`agentrag_verl.demo.pipeline`, cached in ``--work-dir``):
+eval of the warm start (SFT on the scripted stand-in teacher's demonstrations), ``--steps`` GRPO steps through verl's
+``main_ppo`` (``agentrag-verl train-local``), eval after RL. Not part of CI (about 60-90 min on 2 cores).
+
+Prints the per-step training reward and the held-out metrics before and after RL with 95% confidence intervals,
+then the checks of the learning claim:
+
+1. the mean training reward of the last 5 steps exceeds that of the first 5 by more than 2 standard errors;
+2. held-out CEM after RL is not below CEM after the warm start (within the CIs);
+3. the share of common-knowledge test questions answered with a search (over-search) is lower after RL, CEM holding.
+
+Usage::
+
+    python benchmarks/learning.py --work-dir outputs/learning            # reuses outputs/demo's warm start if given
+    python benchmarks/learning.py --work-dir outputs/learning --steps 24 --batch-size 8 --rollout-n 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean."""
+    n = len(values)
+    m = sum(values) / n
+    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return m, sd / math.sqrt(n)
+
+
+def main() -> int:
+    from agentrag_verl.demo import pipeline as P
+    from agentrag_verl.demo.main import build_index, markdown, reward_curve, stage_table
+    from agentrag_verl.demo.models import convert_smollm2
+    from agentrag_verl.demo.servers import BackgroundServer, free_port, retriever_command
+    from agentrag_verl.demo.standin_judge import StandInJudge
+    from agentrag_verl.eval.data import MINI_WIKI_DIR
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--work-dir", default="outputs/learning")
+    p.add_argument("--data-dir", default=str(MINI_WIKI_DIR))
+    p.add_argument("--steps", type=int, default=20, help="GRPO steps (at least 20 for the claim's 5-vs-5 check).")
+    p.add_argument("--batch-size", type=int, default=8, help="Prompts per GRPO step.")
+    p.add_argument("--rollout-n", type=int, default=4, help="GRPO group size.")
+    p.add_argument("--lr", type=float, default=2e-6)
+    p.add_argument("--kl-coef", type=float, default=0.0)
+    p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
+    p.add_argument("--sft-epochs", type=int, default=2)
+    args = p.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    s = P.PipelineSettings(
+        work_dir=Path(args.work_dir).resolve(),
+        data_dir=Path(args.data_dir).resolve(),
+        eval_limit=args.eval_limit,
+        sft_epochs=args.sft_epochs,
+        grpo_steps=args.steps,
+        grpo_batch_size=args.batch_size,
+        grpo_rollout_n=args.rollout_n,
+        grpo_lr=args.lr,
+        grpo_kl_coef=args.kl_coef,
+    )
+    logs = s.work_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    walls: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def mark(name: str, t: float) -> None:
+        walls[name] = round(time.perf_counter() - t, 1)
+        print(f"[{name}: {walls[name]} s]", flush=True)
+
+    with ExitStack() as stack:
+        t = time.perf_counter()
+        base = convert_smollm2(s.work_dir / "smollm2")
+        index = build_index(s, logs)
+        port = free_port()
+        stack.enter_context(
+            BackgroundServer(
+                "retriever",
+                retriever_command(index, port),
+                f"http://127.0.0.1:{port}/health",
+                logs / "retriever.log",
+                env={"HF_HUB_OFFLINE": "1"},
+            )  # fmt: skip
+        )
+        judge = stack.enter_context(StandInJudge())
+        url = f"http://127.0.0.1:{port}/retrieve"
+        mark("setup", t)
+        t = time.perf_counter()
+        demos = P.demos_stage(s, base, url)
+        print(f"demonstrations: kept {demos['kept']} of {demos['trajectories']}; rejected {demos['rejected']}")
+        mark("demonstrations", t)
+        t = time.perf_counter()
+        sft = P.sft_stage(s, base)
+        mark("sft", t)
+        t = time.perf_counter()
+        warm = P.eval_stage("warm start", Path(sft["model"]), s, url, judge.base_url, logs)
+        mark("eval warm start", t)
+        t = time.perf_counter()
+        grpo = P.grpo_stage(s, Path(sft["model"]), url, judge.base_url)
+        mark("grpo", t)
+        t = time.perf_counter()
+        after = P.eval_stage("GRPO", Path(grpo["model"]), s, url, judge.base_url, logs)
+        mark("eval after GRPO", t)
+    walls["total"] = round(time.perf_counter() - t0, 1)
+
+    curve = reward_curve(grpo)
+    rewards = [c["mean"] for c in curve if c["mean"] is not None]
+    print("\nGRPO settings:", json.dumps(grpo.get("settings")))
+    print("step  reward_mean  reward_min  reward_max  response_len  wall_s")
+    for c in curve:
+        wall = grpo.get("step_wall_s", {}).get(str(c["step"]), grpo.get("step_wall_s", {}).get(c["step"], "-"))
+        print(f"{c['step']:>4}  {c['mean']:>11.4f}  {c['min']:>10.4f}  {c['max']:>10.4f}  "
+              f"{c['response_length']:>12.1f}  {wall}")  # fmt: skip
+    header, rows = stage_table([warm, after])
+    print("\nHeld-out mini-wiki test sets (greedy; mean ±95% CI):")
+    print(markdown(header, rows))
+    print("CEM by set:", {r["stage"]: r["cem_by_set"] for r in (warm, after)})
+
+    checks = {}
+    if len(rewards) >= 10:
+        first, last = mean_se(rewards[:5]), mean_se(rewards[-5:])
+        diff, se = last[0] - first[0], math.sqrt(first[1] ** 2 + last[1] ** 2)
+        checks["reward_rises"] = {"first5": first, "last5": last, "diff": diff, "se": se, "pass": diff > 2 * se}
+    cem_w, cem_a = warm["cem"], after["cem"]
+    checks["cem_holds"] = {"warm": cem_w, "after": cem_a, "pass": cem_a[0] >= cem_w[0] - (cem_w[1] or 0)}
+    os_w, os_a = warm["over_search_common"], after["over_search_common"]
+    checks["over_search_drops"] = {"warm": os_w, "after": os_a, "pass": (os_a[0] or 0) < (os_w[0] or 0)}
+    print("\nChecks:")
+    for name, c in checks.items():
+        detail = json.dumps({k: v for k, v in c.items() if k != "pass"})
+        print(f"  {name}: {'PASS' if c['pass'] else 'FAIL'}  {detail}")
+    print("\nwall time (s):", json.dumps(walls))
+    sft_loss = [m.get("train/loss") for _, m in sorted(sft["steps"].items(), key=lambda kv: int(kv[0]))]
+    out = {"walls": walls, "curve": curve, "warm": warm, "after": after, "checks": checks,
+           "settings": grpo.get("settings"), "demos": demos, "sft_loss": sft_loss}  # fmt: skip
+    (s.work_dir / "learning.json").write_text(json.dumps(out, indent=1, default=str))
+    print(f"results: {s.work_dir / 'learning.json'}")
+    return 0 if all(c["pass"] for c in checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The scripted stand-in teacher: it plays a row's plan from what a model would see (prompt + trajectory so far)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrag_verl.formats import get_format
+from agentrag_verl.warmstart.teacher import GIVE_UP_ANSWER, ScriptedTeacher, plan_from_row
+from tests.warmstart.conftest import ROWS
+
+ROW = {r["id"]: r for rows in ROWS.values() for r in rows}
+
+
+def teacher(fmt: str = "hiprag") -> ScriptedTeacher:
+    return ScriptedTeacher(fmt, [plan_from_row(r["question"], r["golden_answers"], r) for r in ROW.values()])
+
+
+def prompt(question: str, fmt: str = "hiprag") -> str:
+    messages = get_format(fmt).prompt.messages(question)
+    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + "<|im_start|>assistant\n"
+
+
+def play(fmt: str, question: str, observations: list[str]) -> str:
+    """The whole response the teacher writes when the environment answers each search with the next observation."""
+    t, spec = teacher(fmt), get_format(fmt).action_spec
+    response = ""
+    for obs in [*observations, None]:
+        response += t(prompt(question, fmt) + response)
+        if obs is None or not response.endswith("</search>"):
+            break
+        response += spec.observation_template.replace("{docs}", obs)
+    return response
+
+
+def test_multi_hop_hiprag_is_valid_and_follows_the_hops():
+    q = ROW["m0"]["question"]
+    response = play("hiprag", q, ["Caldra ... Its capital is Mérida-Lune.", "Mérida-Lune ... Halvern University."])
+    fmt = get_format("hiprag")
+    assert fmt.check_format(response) == (1, 2)  # HiPRAG Alg. 2: valid, N = 2 steps (both with a search)
+    parsed = fmt.parse(response)
+    assert parsed.queries == ["What is the capital of Caldra?", "Which university is in Mérida-Lune?"]
+    assert [s.conclusion for s in parsed.steps] == [
+        "The capital of Caldra is Mérida-Lune.",
+        "Mérida-Lune is home to Halvern University.",
+    ]
+    assert parsed.answer == "Halvern University"
+
+
+def test_common_knowledge_is_answered_without_search():
+    response = play("hiprag", ROW["c0"]["question"], [])
+    parsed = get_format("hiprag").parse(response)
+    assert get_format("hiprag").check_format(response) == (1, 1)
+    assert parsed.num_searches == 0 and parsed.answer == "Rome"
+    assert parsed.steps[0].conclusion == "The capital of Italy is Rome."
+
+
+def test_gives_up_when_the_passages_lack_the_answer():
+    response = play("hiprag", ROW["s0"]["question"], ["The Velda is a moth of coastal heathland."])
+    parsed = get_format("hiprag").parse(response)
+    assert parsed.answer == GIVE_UP_ANSWER and parsed.num_searches == 1
+
+
+@pytest.mark.parametrize("fmt", ["searchr1", "autosearch"])
+def test_search_r1_layout(fmt):
+    response = play(fmt, ROW["s0"]["question"], ["The Velda is a river about 212 kilometres long."])
+    assert get_format(fmt).check_format(response) is True
+    parsed = get_format(fmt).parse(response)
+    assert parsed.queries == ["How long is the river Velda?"] and parsed.answer == "212 kilometres"
+
+
+def test_a_question_that_starts_with_another_is_matched_as_itself():
+    short = {"question": "What is the capital?", "golden_answers": ["X"], "metadata": {"fact": "It is X."}}
+    long_ = {"question": "What is the capital? Of Caldra.", "golden_answers": ["Y"], "metadata": {"fact": "It is Y."}}
+    t = ScriptedTeacher("hiprag", [plan_from_row(r["question"], r["golden_answers"], r) for r in (short, long_)])
+    assert "<answer>Y</answer>" in t(prompt(long_["question"]))
+    assert "<answer>X</answer>" in t(prompt(short["question"]))
+
+
+def test_unknown_format_and_planless_rows_are_refused():
+    with pytest.raises(ValueError, match="teacher model"):
+        ScriptedTeacher("multistage", [])
+    with pytest.raises(ValueError, match="metadata.hops"):
+        plan_from_row("Q?", ["a"], {"type": "single-hop"})
