@@ -39,8 +39,6 @@ STAND_IN_NOTE = (
     "(HiPRAG 'over-search only')"
 )
 
-STAGES = ("base", "warm start", "GRPO")
-
 COLUMNS = [
     ("format_ok", "format %", True),
     ("em", "EM %", True),
@@ -66,14 +64,23 @@ def settings_for(quick: bool, work_dir: Path, data_dir: Path) -> PipelineSetting
             response_length=512,
             train_limit=3,
             sft_epochs=1,
-            sft_batch_size=4,
-            sft_micro_batch_size=4,
+            sft_batch_size=2,
+            sft_micro_batch_size=2,
             grpo_steps=1,
             grpo_batch_size=2,
             grpo_rollout_n=2,
             grpo_val_limit=1,
         )
-    return PipelineSettings(work_dir=work_dir, data_dir=data_dir)
+    return PipelineSettings(
+        work_dir=work_dir,
+        data_dir=data_dir,
+        eval_limit=10,
+        train_limit=50,
+        sft_epochs=1,
+        grpo_steps=2,
+        grpo_batch_size=4,
+        grpo_rollout_n=4,
+    )
 
 
 class Timer:
@@ -262,7 +269,7 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
             if losses:
                 console.print(f"SFT: {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
         with timer.phase("5. eval: warm start", console):
-            rows.append(P.eval_stage("warm start", Path(sft["model"]), settings, retriever_url, judge.base_url, logs))
+            rows.append(P.eval_stage("warm_start", Path(sft["model"]), settings, retriever_url, judge.base_url, logs))
         with timer.phase("6. GRPO (train-local, HiPRAG reward)", console):
             grpo = P.grpo_stage(settings, Path(sft["model"]), retriever_url, judge.base_url)
             curve = reward_curve(grpo)
@@ -270,7 +277,7 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
             console.print(f"GRPO settings: {grpo.get('settings')}")
             console.print("reward per step: " + ", ".join(f"{c['mean']:.3f}" for c in curve if c["mean"] is not None))
         with timer.phase("7. eval: after GRPO", console):
-            rows.append(P.eval_stage("GRPO", Path(grpo["model"]), settings, retriever_url, judge.base_url, logs))
+            rows.append(P.eval_stage("grpo", Path(grpo["model"]), settings, retriever_url, judge.base_url, logs))
     result["stages"] = rows
     header, cells = stage_table(rows)
     table = Table(title="SmolLM2-135M, HiPRAG format, mini-wiki test sets (greedy; mean ±95% CI)")

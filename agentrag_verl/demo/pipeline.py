@@ -23,6 +23,7 @@ import fcntl
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -160,6 +161,12 @@ def stage_metrics(records: Sequence[Mapping[str, Any]], design: str = "hiprag") 
 # ------------------------------------------------------------------------------------------------- stages
 
 
+def model_stamp(model_dir: Path) -> list[list[Any]]:
+    """Identity of a model folder's weights (name, size, mtime of each safetensors file): a stage cached for one
+    model is not reused for another written to the same folder."""
+    return [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(Path(model_dir).glob("*.safetensors"))]
+
+
 def _load(settings: PipelineSettings, split: str, limit: int | None) -> dict[str, list[Any]]:
     from agentrag_verl.eval.data import load_datasets
 
@@ -195,6 +202,11 @@ def eval_stage(
         reward_kwargs={settings.format: HIPRAG_CPU_REWARD} if settings.format == "hiprag" else {},
         progress=sys.stderr.isatty(),
     )
+    stamp_file = out / "model_stamp.json"
+    if stamp_file.exists() and json.loads(stamp_file.read_text()) != model_stamp(model_dir):
+        shutil.rmtree(out)  # results of other weights
+    out.mkdir(parents=True, exist_ok=True)
+    stamp_file.write_text(json.dumps(model_stamp(model_dir)))
     done = ResultStore(results).records if results.exists() else {}
     if not keys - set(done):
         records = [done[k] for k in keys]
@@ -353,21 +365,26 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
     return out + list(s.extra_train_overrides)
 
 
-def grpo_stage(settings: PipelineSettings, sft_model: Path, retriever_url: str, judge_url: str) -> dict[str, Any]:
-    """GRPO from ``sft_model`` through ``agentrag-verl train-local`` (holding the main_ppo lock); reused when done.
+def grpo_stage(
+    settings: PipelineSettings, sft_model: Path, retriever_url: str, judge_url: str, name: str = "grpo"
+) -> dict[str, Any]:
+    """GRPO from ``sft_model`` through ``agentrag-verl train-local`` (holding the main_ppo lock), in
+    ``<work_dir>/<name>``; reused when done with the same settings.
 
     Returns ``train-local``'s summary plus ``model`` (the trained actor's Hugging Face folder).
     """
     from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
 
-    work = settings.work_dir / "grpo"
+    work = settings.work_dir / name
     summary_path = work / "summary.json"
     fingerprint = {
         k: (str(v) if isinstance(v, Path) else v)
         for k, v in dataclasses.asdict(settings).items()
         if k.startswith("grpo")
     }
-    fingerprint.update(sft_model=str(sft_model), response_length=settings.response_length)
+    fingerprint.update(
+        sft_model=str(sft_model), sft_weights=model_stamp(sft_model), response_length=settings.response_length
+    )
     if summary_path.exists():
         previous = json.loads(summary_path.read_text())
         if previous.get("pipeline_settings") == fingerprint and previous.get("returncode") == 0:

@@ -6,8 +6,8 @@ two of the papers' prompts, by rules a reader can check:
 
 - HiPRAG Figure 5 (over-search: are the step's conclusion and the policy's standalone re-answer "semantically
   equivalent"?): **True** when at least ``coverage`` (0.8) of the content words of the shorter statement occur in
-  the other one, after SQuAD normalization and without stopwords. "The capital of Italy is Rome." and "Rome is the
-  capital city of Italy." are equivalent; "... is Milan." is not.
+  the other one, after SQuAD normalization, without stopwords and with a final "s" dropped. "The capital of
+  Italy is Rome." and "Rome is the capital city of Italy." are equivalent; "... is Milan." is not.
 - The multi-stage paper's B.4 correctness judge (YES/NO: does the prediction match a reference?): **YES** when a
   normalized reference occurs in the normalized prediction or the reverse.
 
@@ -43,7 +43,9 @@ _STOPWORDS = frozenset(
 
 
 def _content_words(text: str) -> set[str]:
-    return {w for w in normalize_answer(text).split() if w not in _STOPWORDS}
+    """Normalized words without stopwords, a final "s" dropped ("Italy's" and "Italy", "metres" and "metre" match)."""
+    words = (w for w in normalize_answer(text).split() if w not in _STOPWORDS)
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words}
 
 
 def equivalent(statement: str, other: str, coverage: float = 0.8) -> bool:

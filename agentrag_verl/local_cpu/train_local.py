@@ -107,7 +107,8 @@ def cpu_overrides(
         "actor_rollout_ref.rollout.max_num_seqs=16",
         f"actor_rollout_ref.rollout.max_num_batched_tokens={max(1024, prompt_length + response_length)}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={batch_size}",
-        "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64",
+        # Weight sync to vLLM in buckets (see weight_bucket_mb; SmolLM2 ties its embeddings: one 1 GiB bucket).
+        f"actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes={weight_bucket_mb(model_path)}",
         # One worker each instead of 8: each is a Ray actor of ~0.3-0.5 GB on a 2-core box.
         "actor_rollout_ref.rollout.agent.num_workers=1",
         "reward.num_workers=1",
@@ -130,6 +131,32 @@ def cpu_overrides(
         f"+ray_kwargs.ray_init._temp_dir={ray_temp_dir}",
         "+ray_kwargs.ray_init.include_dashboard=false",
     ]
+
+
+def weight_bucket_mb(model_path: Path, minimum: int = 64) -> int:
+    """Size of verl's weight-sync bucket in MiB, a power of two: at least ``minimum``, at least the largest tensor
+    (verl refuses a tensor larger than the bucket), and the whole model when its input and output embeddings are
+    tied (``tie_word_embeddings``: vLLM loads ``lm_head`` only in the same call as ``embed_tokens``, and verl calls
+    it once per bucket). Reads only the safetensors headers and ``config.json``.
+
+    >>> weight_bucket_mb(Path("/nonexistent"))
+    64
+    """
+    import struct
+
+    sizes = []
+    for f in Path(model_path).glob("*.safetensors"):
+        with open(f, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(n))
+        sizes += [m["data_offsets"][1] - m["data_offsets"][0] for k, m in header.items() if k != "__metadata__"]
+    config = Path(model_path) / "config.json"
+    tied = config.exists() and bool(json.loads(config.read_text()).get("tie_word_embeddings"))
+    need = sum(sizes) if tied else max(sizes, default=0)
+    mb = minimum
+    while mb * (1 << 20) < need:
+        mb *= 2
+    return mb
 
 
 def override_key(override: str) -> str:

@@ -138,7 +138,17 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
         if previous.get("settings") == fingerprint and previous.get("returncode") == 0:
             return previous
     n_demos = len(load_demonstrations(s.train_files))  # fails here, with the file named, on bad input
+    if n_demos < s.batch_size:
+        raise ValueError(
+            f"only {n_demos} kept demonstrations, fewer than one batch ({s.batch_size}); an epoch would have no step. "
+            "Lower --batch-size or generate more demonstrations."
+        )
     checkpoint_dir = work / "checkpoints"
+    run_file = work / "run.json"
+    if run_file.exists() and json.loads(run_file.read_text()) != fingerprint:
+        # verl resumes from the latest checkpoint in the folder (resume_mode=auto): never from another run's.
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    run_file.write_text(json.dumps(fingerprint, indent=1))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
            "-m", "verl.trainer.sft_trainer", *sft_overrides(s, checkpoint_dir)]  # fmt: skip
     env = {**os.environ, **CPU_ENV, "OMP_NUM_THREADS": str(os.cpu_count() or 1)}

@@ -95,3 +95,36 @@ def test_one_optimizer_step_through_verls_sft_trainer(tiny_model_dir, tmp_path):
     assert len(changed) > len(before) // 2  # the optimizer step moved the weights (saved as a HF folder)
     # A second call with the same settings reuses the finished run.
     assert run_sft_local(settings, echo=False)["wall_s"] == summary["wall_s"]
+
+
+def test_gpu_recipe_composes_and_verl_builds_our_dataset(tmp_path):
+    """recipes/warmstart/config/sft.yaml on verl's sft_trainer_engine: verl's own create_sft_dataset finds our class
+    through data.custom_cls."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.sft_trainer import create_sft_dataset
+
+    demos = write_demos(tmp_path / "demos.jsonl", [DEMO])
+    config_dir = Path(__file__).resolve().parents[2] / "recipes" / "warmstart" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        cfg = compose(config_name="sft", overrides=[f"data.train_files=[{demos}]"])
+    assert cfg.model.path == "Qwen/Qwen2.5-3B-Instruct" and "hf_model" in cfg.checkpoint.save_contents
+    assert cfg.trainer.save_freq == "after_each_epoch" and cfg.trainer.logger == ["console"]
+    dataset = create_sft_dataset(cfg.data.train_files, cfg.data, _Tok(), None)
+    assert isinstance(dataset, DemonstrationDataset) and dataset.max_length == 4096
+    assert dataset[0]["loss_mask"].tolist() == [0, 0, 0, 1, 0, 0, 1]
+
+
+def test_run_script_dry_run(tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "recipes" / "warmstart" / "run_sft.sh"
+    env = {"PATH": "/usr/bin:/bin", "DEMOS": "d.jsonl", "MODEL": "m", "N_GPUS": "2", "DRY_RUN": "yes"}
+    out = subprocess.run(["bash", str(script), "trainer.seed=3"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "--nproc_per_node=2 -m verl.trainer.sft_trainer" in out.stdout and "model.path=m" in out.stdout
+    assert out.stdout.strip().endswith("trainer.seed=3") and not list(tmp_path.iterdir())  # a dry run creates nothing
+    bad = subprocess.run(["bash", str(script)], capture_output=True, text=True, env={**env, "DRY_RUN": "maybe"})
+    assert bad.returncode == 2 and "DRY_RUN=maybe" in bad.stderr
