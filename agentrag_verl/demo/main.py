@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from contextlib import ExitStack, contextmanager
@@ -61,7 +62,7 @@ def settings_for(quick: bool, work_dir: Path, data_dir: Path) -> PipelineSetting
             data_dir=data_dir,
             eval_limit=1,
             eval_concurrency=4,
-            response_length=512,
+            response_length=384,
             train_limit=3,
             sft_epochs=1,
             sft_batch_size=2,
@@ -327,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # SIGTERM unwinds like Ctrl-C, so the servers the demo started (own sessions) are stopped, not orphaned.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         run_demo(settings, quick=args.quick)
     except (MissingDependency, EvalIncomplete, RuntimeError, ValueError) as e:
