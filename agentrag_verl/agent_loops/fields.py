@@ -9,10 +9,13 @@ Schema:
     - ``STEPS`` (list[dict]): one record per action the model took, in order, with keys
       ``STEP_KIND`` (``"search" | "answer" | "invalid"``), ``STEP_QUERY`` (str | None),
       ``STEP_DOC_IDS`` (list[str]), ``STEP_END_TOKEN_INDEX`` (int, index into ``response_ids`` of the
-      step's last model-generated token), ``STEP_RETRIEVER_ERROR`` (str | None).
+      step's last model-generated token), ``STEP_RETRIEVER_ERROR`` (str | None), ``STEP_OBSERVED`` (bool: the
+      environment appended an observation after the action, i.e. a retrieval step; see
+      :mod:`agentrag_verl.agent_loops.steps`, the one step indexing every reader uses).
     - ``NUM_SEARCHES`` (int), ``BUDGET_EXHAUSTED`` (bool), ``RETRIEVER_ERRORS`` (int).
     - ``REANSWERS`` (list[dict]): HiPRAG over-search re-answers ``{"step", "query", "text"}``.
-    - ``INTERMEDIATE_ANSWERS`` (list[dict]): AutoSearch Prompt-1 answers ``{"step", "text", "answer"}``.
+    - ``INTERMEDIATE_ANSWERS`` (list[dict]): AutoSearch Prompt-1 answers ``{"step", "text", "answer"}``; ``"step"``
+      is the index of the ``STEPS`` record the generation belongs to.
     - ``AUX_COST`` (dict): ``{"calls", "prompt_tokens", "completion_tokens"}`` of auxiliary generations.
     - ``TIMINGS`` (dict[str, float]): seconds.
 """
@@ -46,6 +49,7 @@ STEP_QUERY = "query"
 STEP_DOC_IDS = "doc_ids"
 STEP_END_TOKEN_INDEX = "end_token_index"
 STEP_RETRIEVER_ERROR = "retriever_error"
+STEP_OBSERVED = "observed"
 
 KIND_SEARCH = "search"
 KIND_ANSWER = "answer"

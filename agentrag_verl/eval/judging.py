@@ -3,9 +3,10 @@
 - Judge accuracy: the multi-stage paper's B.4 YES/NO judge (:func:`agentrag_verl.judges.uses.
   multistage_correctness_request`) on the extracted answer; a question without an answer is wrong without a call.
 - HiPRAG OSR/USR (Eq. 2): every search step's conclusion is compared with the policy's standalone re-answer of its
-  query (Figure 5 judge; the re-answers come from ``hiprag_agent``), every non-search step is checked by the
-  Figure 6 verifier. Unlike the reward (which judges only trajectories with A = F = 1), evaluation judges every
-  parsable step of every trajectory, as Eq. 2 pools over the test set.
+  query (Figure 5 judge; the re-answers come from ``hiprag_agent`` and are paired with the steps by
+  :func:`agentrag_verl.agent_loops.steps.search_step_reanswers`, as in the reward), every non-search step is
+  checked by the Figure 6 verifier. Unlike the reward (which judges only trajectories with A = F = 1), evaluation
+  judges every parsable step of every trajectory, as Eq. 2 pools over the test set.
 
 Decision: a failed verdict (after the client's retries) or a search step without a re-answer is left out of the
 rates and counted in ``failures`` / ``missing_reanswers``; it is never guessed as optimal or sub-optimal.
@@ -29,19 +30,6 @@ async def judge_correctness(client: Any, prediction: str | None, golds: Sequence
     return {"correct": bool(verdict.value) if verdict.ok else None, "ok": bool(verdict.ok), "called": True}
 
 
-def _reanswers(extra_fields: Mapping[str, Any]) -> tuple[dict[int, str], dict[str, str]]:
-    by_step: dict[int, str] = {}
-    by_query: dict[str, str] = {}
-    for rec in extra_fields.get("agentrag_reanswers") or []:
-        if not isinstance(rec, Mapping) or not isinstance(rec.get("text"), str):
-            continue
-        if isinstance(rec.get("step"), int):
-            by_step[rec["step"]] = rec["text"]
-        if isinstance(rec.get("query"), str):
-            by_query[" ".join(rec["query"].split()).lower()] = rec["text"]
-    return by_step, by_query
-
-
 async def hiprag_step_judgements(
     over_client: Any, under_client: Any, response: str, extra_fields: Mapping[str, Any]
 ) -> dict[str, int]:
@@ -51,27 +39,18 @@ async def hiprag_step_judgements(
         ``search_steps``, ``non_search_steps`` (parsed), ``judged_search``, ``judged_non_search`` (with a valid
         verdict), ``over_search``, ``under_search``, ``failures`` (failed verdicts), ``missing_reanswers``.
     """
+    from agentrag_verl.agent_loops.steps import search_step_reanswers
     from agentrag_verl.formats import get_format
     from agentrag_verl.judges.policy import hiprag_step_optimal
 
     steps = list(get_format("hiprag").parse(response).steps)
-    by_step, by_query = _reanswers(extra_fields)
-    # A re-answer's "step" indexes the loop's agentrag_steps; map the k-th parsed search step to it.
-    loop_search_steps = [
-        i
-        for i, s in enumerate(extra_fields.get("agentrag_steps") or [])
-        if isinstance(s, Mapping) and s.get("kind") == "search"
-    ]
+    reanswers = search_step_reanswers(steps, extra_fields)  # the pairing the reward uses
     over_reqs: dict[int, Any] = {}
     under_reqs: dict[int, Any] = {}
     missing = 0
-    search_index = -1
     for i, step in enumerate(steps):
         if step.is_search:
-            search_index += 1
-            text = by_query.get(" ".join((step.query or "").split()).lower())
-            if text is None and search_index < len(loop_search_steps):
-                text = by_step.get(loop_search_steps[search_index])
+            text = reanswers[i]
             if text is None:
                 missing += 1
                 continue

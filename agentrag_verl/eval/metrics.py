@@ -1,14 +1,18 @@
-"""Per-question evaluation metrics and their aggregation per dataset (SPEC §0.1-0.2). Pure functions, no I/O.
+"""Per-question evaluation metrics and their aggregation per dataset (``docs/decisions.md#evaluation``). Pure
+functions, no I/O.
 
 Per question (:func:`question_metrics`), from the model's response and the agent loop's ``extra_fields``:
 
 - ``em`` / ``cem`` / ``f1`` of the final answer (:mod:`agentrag_verl.metrics`; the answer is what the format's
   parser extracts from model text, so an answer inside retrieved passages never counts);
 - ``format_ok``: the format's ``is_valid`` (Search-P1 Table 6 format compliance);
-- ``n_search``: retrieval calls the loop executed (RC / search depth SD);
+- ``n_search``: retrieval steps (RC / search depth SD): the search actions the environment answered with an
+  observation, an empty query included, counted by :mod:`agentrag_verl.agent_loops.steps` as the AutoSearch reward
+  counts them (without step records: ``agentrag_num_searches``, else the parse);
 - AutoSearch ``t_c`` (Eq. 6, :func:`agentrag_verl.rewards.autosearch.optimal_depth`) and ``autosearch_over_search``
-  (the question was answered correctly by an intermediate answer before the final search step), for the
-  ``autosearch`` format (whose loop writes intermediate answers) and any run that produced intermediate answers.
+  (the question was answered correctly by an intermediate answer before the final search step), over the same
+  retrieval steps, for the ``autosearch`` format (whose loop writes intermediate answers) and any run that produced
+  intermediate answers.
 
 Aggregated per dataset (:func:`aggregate`):
 
@@ -39,6 +43,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from agentrag_verl.agent_loops.steps import intermediate_answers, retrieval_step_count
 from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
 
 __all__ = [
@@ -51,8 +56,6 @@ __all__ = [
 
 _NUM_SEARCHES = "agentrag_num_searches"
 _INTERMEDIATE = "agentrag_intermediate_answers"
-_STEPS = "agentrag_steps"
-_AUX_COST = "agentrag_aux_cost"
 
 TABLE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("n", "N", False),
@@ -89,20 +92,6 @@ def autosearch_over_search(intermediate_em: Sequence[float | bool]) -> tuple[int
     return t_c, 0 < t_c < len(intermediate_em)
 
 
-def _intermediate_answers(extra_fields: Mapping[str, Any]) -> list[str | None] | None:
-    """Intermediate answer per executed search step (None where the generation failed); None if the loop made
-    none (not an AutoSearch run)."""
-    records = [r for r in (extra_fields.get(_INTERMEDIATE) or []) if isinstance(r, Mapping)]
-    if not records:
-        return None
-    steps = [s for s in (extra_fields.get(_STEPS) or []) if isinstance(s, Mapping)]
-    search_steps = [i for i, s in enumerate(steps) if s.get("kind") == "search"]
-    by_step = {r.get("step"): r.get("answer") for r in records}
-    if search_steps:
-        return [by_step.get(i) for i in search_steps]
-    return [r.get("answer") for r in sorted(records, key=lambda r: r.get("step", 0))]
-
-
 def question_metrics(
     format_name: str, response: str, golds: Sequence[str], extra_fields: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -124,7 +113,9 @@ def question_metrics(
     fmt = get_format(format_name)
     traj = fmt.parse(response)
     pred = traj.answer
-    n_search = fields.get(_NUM_SEARCHES)
+    n_search = retrieval_step_count(fields)
+    if n_search is None:
+        n_search = fields.get(_NUM_SEARCHES)
     out: dict[str, Any] = {
         "prediction": pred,
         "em": exact_match(pred, golds),
@@ -135,10 +126,9 @@ def question_metrics(
         "n_steps": len(traj.steps),
         "autosearch": None,
     }
-    answers = _intermediate_answers(fields)
-    if answers is None and format_name.strip().lower() == "autosearch":
-        answers = []  # an AutoSearch run that never searched: it cannot have over-searched, but it counts
-    if answers is not None:
+    if fields.get(_INTERMEDIATE) or format_name.strip().lower() == "autosearch":
+        # an AutoSearch run that never searched cannot have over-searched, but it counts in the OSR denominator
+        answers, _ = intermediate_answers(fields, out["n_search"])
         inter_em = [exact_match(a, golds) for a in answers]
         t_c, over = autosearch_over_search(inter_em)
         out["autosearch"] = {"intermediate_em": inter_em, "t_c": t_c, "over_search": over}

@@ -1,4 +1,5 @@
-"""AutoSearch reward manager (SPEC §5): per-step rewards Eq. 1, 2, 7, 9 placed on step-end tokens.
+"""AutoSearch reward manager (AutoSearch §4, ``docs/decisions.md#autosearch``): per-step rewards Eq. 1, 2, 7, 9 placed
+on step-end tokens.
 
 Composed of :mod:`agentrag_verl.rewards.parts`: :class:`~agentrag_verl.rewards.parts.AutoSearchStepRewards`
 (:func:`agentrag_verl.rewards.autosearch.step_rewards`, ``[r_1..r_T]``) over the per-step view
@@ -8,10 +9,11 @@ verl's GRPO sums token-level rewards anyway) plus, under the private key :data:`
 :class:`~agentrag_verl.rewards.managers.step_rewards.StepRewardAgentLoopWorker` pops that key and writes the
 vector into ``rm_scores``, which verl's V1 trainer uses verbatim as ``token_level_scores`` (GAE).
 
-Token positions come from the agent loop's ``agentrag_steps[*].end_token_index`` (search steps in order, then the
-final step); index ``-1`` means the last response token. Without the agent loop's fields every reward goes to the
-last token (``as_fallback_placement``). Intermediate answers (Prompt 1) come from ``agentrag_intermediate_answers``
-in step order; a retrieval step without one counts EM = F1 = 0 (``as_missing_intermediate``).
+Token positions come from the agent loop's ``agentrag_steps[*].end_token_index`` (retrieval steps in order, then the
+final step, indexed by :mod:`agentrag_verl.agent_loops.steps`); index ``-1`` means the last response token. Without
+the agent loop's fields every reward goes to the last token (``as_fallback_placement``). Intermediate answers
+(Prompt 1) come from ``agentrag_intermediate_answers``, keyed by retrieval step; a retrieval step without one counts
+EM = F1 = 0 (``as_missing_intermediate``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,6 @@ from typing import Any
 
 from .. import autosearch as fn
 from .. import parts as P
-
-# Former private helpers of this module, now parts (kept importable under their old names).
-from ..parts.autosearch import intermediate_answers as _intermediate  # noqa: F401
-from ..parts.autosearch import step_positions as _positions  # noqa: F401
 from .base import options_from_config
 from .composed import TOKEN_REWARDS_KEY, ComposedRewardManager
 

@@ -1,10 +1,15 @@
-"""AutoSearch parts (SPEC §5): the per-step view of a trajectory (retrieval steps, their intermediate answers, t_c,
-the step-end token positions) and the per-step rewards: step format (Eq. 1), outcome (Eq. 2), efficiency (Eq. 7),
-quality (Eq. 9), and their sum ``r_t`` (:func:`agentrag_verl.rewards.autosearch.step_rewards`).
+"""AutoSearch parts (AutoSearch §4, Eq. 1-9; decisions in ``docs/decisions.md#autosearch``): the per-step view of a
+trajectory (retrieval steps, their intermediate answers, t_c, the step-end token positions) and the per-step rewards:
+step format (Eq. 1), outcome (Eq. 2), efficiency (Eq. 7), quality (Eq. 9), and their sum ``r_t``
+(:func:`agentrag_verl.rewards.autosearch.step_rewards`).
 
 Every per-step part returns ``steps = [(token_index, r_t), ...]``: retrieval steps at their step-end tokens (the
 agent loop's ``agentrag_steps[*].end_token_index``), the answer step at the final step's end (-1 = the last response
-token). Without the agent loop's fields every reward goes to the last token (``as_fallback_placement``).
+token). Retrieval steps, their intermediate answers and their end tokens are indexed by
+:mod:`agentrag_verl.agent_loops.steps`, the one step index the agent loop, the rewards and the evaluation share: every
+turn that received an observation is a retrieval step t, an empty or malformed query included (Eq. 1 scores it
+invalid). Without the agent loop's fields every reward goes to the last token (``as_fallback_placement``); when the
+fields exist but do not match the response's turns, the fallback is logged as well as counted.
 
 Formats: on the Search-R1 grammar (AutoSearch's own) a retrieval step is one ``<information>`` turn and Eq. 1
 validity comes from :func:`agentrag_verl.formats.searchr1.step_validity`; on any other grammar (e.g. HiPRAG,
@@ -14,15 +19,17 @@ is not defined (:class:`AutoSearchStepFormat` refuses it).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Any
 
+from agentrag_verl.agent_loops.steps import intermediate_answers, retrieval_step_count, step_positions
 from agentrag_verl.formats import Format
-from agentrag_verl.metrics import exact_match, extract_answer, f1_score
+from agentrag_verl.metrics import exact_match, f1_score
 
 from .. import autosearch as fn
-from ..record import F, as_int, records
 from .core import Part, PartResult, RewardContext, resolve_format
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "AutoSearchSteps",
@@ -35,59 +42,6 @@ __all__ = [
     "intermediate_answers",
     "step_positions",
 ]
-
-
-def intermediate_answers(extra_fields: Any, n: int) -> tuple[list[str | None], int]:
-    """Intermediate answer per retrieval step, and how many are missing.
-
-    A record's ``step`` indexes ``agentrag_steps`` (the agent loop's convention); it is mapped to the ordinal of that
-    search step, so a failed generation leaves a gap instead of shifting later answers. Without step records the
-    answers are taken in order.
-
-    >>> fields = {"agentrag_steps": [{"kind": "search"}, {"kind": "search"}],
-    ...           "agentrag_intermediate_answers": [{"step": 1, "answer": "Paris"}]}
-    >>> intermediate_answers(fields, 2)
-    ([None, 'Paris'], 1)
-    """
-    recs = records(extra_fields.get(F.INTERMEDIATE_ANSWERS))
-    steps = records(extra_fields.get(F.STEPS))
-    ordinal: dict[int, int] = {}
-    for i, step in enumerate(steps):
-        if step.get(F.STEP_KIND) == F.KIND_SEARCH:
-            ordinal[i] = len(ordinal)
-    answers: list[str | None] = [None] * n
-    found = 0
-    recs.sort(key=lambda r: as_int(r.get(F.AUX_STEP), 0))
-    for k, rec in enumerate(recs):
-        slot = ordinal.get(as_int(rec.get(F.AUX_STEP))) if ordinal else k
-        if slot is None or slot >= n or answers[slot] is not None:
-            continue
-        ans, text = rec.get(F.AUX_ANSWER), rec.get(F.AUX_TEXT)
-        if isinstance(ans, str):
-            answers[slot] = ans
-        elif isinstance(text, str):
-            answers[slot] = extract_answer(text)
-        found += answers[slot] is not None
-    return answers, n - found
-
-
-def step_positions(extra_fields: Any, n_retrieval: int) -> tuple[list[int], bool]:
-    """Step-end token index of each retrieval step and of the answer step, and whether they fell back to -1.
-
-    >>> step_positions({}, 2)
-    ([-1, -1, -1], True)
-    >>> step_positions({"agentrag_steps": [{"kind": "search", "end_token_index": 4},
-    ...                                    {"kind": "answer", "end_token_index": 9}]}, 1)
-    ([4, 9], False)
-    """
-    steps = records(extra_fields.get(F.STEPS))
-    if not steps:
-        return [-1] * (n_retrieval + 1), True
-    search_ends = [as_int(s.get(F.STEP_END_TOKEN_INDEX)) for s in steps if s.get(F.STEP_KIND) == F.KIND_SEARCH]
-    final = steps[-1]
-    final_end = as_int(final.get(F.STEP_END_TOKEN_INDEX)) if final.get(F.STEP_KIND) != F.KIND_SEARCH else -1
-    pos = (search_ends + [-1] * n_retrieval)[:n_retrieval]
-    return pos + [final_end], len(search_ends) != n_retrieval
 
 
 @dataclass(frozen=True)
@@ -110,7 +64,12 @@ class StepView:
     """Token index of each retrieval step's end, then the answer step's (-1 = last token)."""
 
     def place(self, rewards: list[float]) -> list[tuple[int, float]]:
-        """``[(position, reward), ...]`` for ``T`` rewards, or ``T - 1`` retrieval-step rewards."""
+        """``[(position, reward), ...]`` for ``T`` rewards, or ``T - 1`` retrieval-step rewards.
+
+        >>> view = StepView(1, [True], True, [1.0], [1.0], 1, [4, 9])  # one retrieval step ending at token 4
+        >>> view.place([0.35, 1.1]), view.place([0.35])
+        ([(4, 0.35), (9, 1.1)], [(4, 0.35)])
+        """
         return list(zip(self.positions[: len(rewards)], rewards, strict=True))
 
 
@@ -154,6 +113,13 @@ class AutoSearchSteps(Part):
         inter_em = [exact_match(a, record.golds) for a in answers]
         inter_f1 = [f1_score(a, record.golds) for a in answers]
         positions, fallback = step_positions(record.extra_fields, n)
+        if fallback and record.has_agent_fields:
+            logger.warning(
+                "AutoSearch: the agent loop recorded %s retrieval steps but the response has %d; the rewards of "
+                "unmatched steps go to the last token (counted in as_fallback_placement)",
+                retrieval_step_count(record.extra_fields),
+                n,
+            )
         t_c = fn.optimal_depth(inter_em)
         info = {
             "as_t_c": float(t_c),
