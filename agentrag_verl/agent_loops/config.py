@@ -37,27 +37,30 @@ class SearchLoopConfig:
     retriever_url: str = DEFAULT_RETRIEVER_URL
     """Search-R1 wire-format endpoint (``POST /retrieve``) of the retriever server."""
     retriever_topk: int = 3
-    """Passages per query (SPEC §0.3: 3; the multi-stage paper uses 5)."""
+    """Passages per query (3 in HiPRAG, Search-P1, AutoSearch and ReasonRAG; the multi-stage paper uses 5)."""
     retriever_timeout_s: float = 30.0
     """Timeout of one HTTP attempt, seconds."""
     retriever_max_retries: int = 3
     """Retries on connection errors, timeouts and 5xx answers (never on 4xx)."""
     retriever_backoff_s: float = 0.5
     """First retry delay; doubles per attempt."""
-    max_searches: int | None = None
-    """Search budget B; ``None`` takes the format's paper value (``ActionSpec.max_searches``). A search action
-    past the budget is not executed: the environment appends the forced-answer prefix instead (SPEC §0.4)."""
+    budget: int | None = None
+    """Budget B of the format's rollout algorithm; ``None`` takes the paper's value (``ActionSpec.budget``). B counts
+    what the format's algorithm counts (``ActionSpec.budget_unit``): search actions the environment answered
+    (Search-R1 / AutoSearch, multi-stage, Search-P1, ReasonRAG) or closed steps (HiPRAG Alg. 1). Once it is used up
+    the answer is forced; an unexecuted search never stays in the response (``docs/decisions.md``)."""
     max_observation_tokens: int = 512
     """Cap on the retrieved-passages text of one observation, in tokens (tags excluded); 0 = no cap."""
     observation_truncation_side: TruncationSide = "right"
     """Which part of an over-long observation is dropped: ``right`` keeps the start (first passages),
     ``left`` keeps the end, ``middle`` keeps both ends."""
     reanswers: bool = False
-    """HiPRAG over-search re-answers (SPEC §1): the policy answers each search query as a standalone question."""
+    """HiPRAG over-search re-answers (§3.2): the policy answers each search query as a standalone question."""
     reanswer_max_tokens: int = 128
     """Token cap of one re-answer."""
     intermediate_answers: bool = False
-    """AutoSearch intermediate answers (Prompt 1, Eq. 5) after every retrieval step."""
+    """AutoSearch intermediate answers (Prompt 1, Eq. 5) after every retrieval step (every search action the
+    environment answered, an empty query included)."""
     intermediate_answer_max_tokens: int = 128
     """Token cap of one intermediate answer."""
     initial_search: bool = False
@@ -75,8 +78,10 @@ class SearchLoopConfig:
                 f"Unknown observation_truncation_side {self.observation_truncation_side!r}; choose one of "
                 "['left', 'right', 'middle'] in the agent-loop YAML or actor_rollout_ref.rollout.custom.agentrag."
             )
-        if self.max_searches is not None and self.max_searches < 0:
-            raise ValueError(f"max_searches must be >= 0 or null, got {self.max_searches}.")
+        if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, int)):
+            raise ValueError(f"budget must be an integer or null, got {self.budget!r}.")
+        if self.budget is not None and self.budget < 0:
+            raise ValueError(f"budget must be >= 0 or null, got {self.budget}.")
         if self.extra:
             valid = [f.name for f in dataclasses.fields(self) if f.name != "extra"]
             raise ValueError(

@@ -49,6 +49,11 @@ class ScriptedLLMClient:
     ``responder`` returns text ending in the tokenizer's EOS string, and cut to ``max_tokens``. Replies
     that raise propagate to the caller.
 
+    A reply cut at a stop string continues like a model would: when the next call of the same ``request_id``
+    extends exactly what was returned (nothing appended in between), it gets the rest of that reply without asking
+    ``responder``. So a script can write a whole turn even when the loop stops inside it (HiPRAG's
+    ``</conclusion>``).
+
     Args:
         tokenizer: The policy tokenizer.
         responder: Maps the decoded prompt (special tokens kept) and the sampling parameters to a reply.
@@ -58,6 +63,7 @@ class ScriptedLLMClient:
         self.tokenizer = tokenizer
         self.responder = responder
         self.calls: list[GenerateCall] = []
+        self._pending: dict[str, tuple[list[int], str]] = {}
 
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kwargs: Any
@@ -65,14 +71,20 @@ class ScriptedLLMClient:
         """verl's ``LLMServerClient.generate`` contract: token ids in, ``TokenOutput`` out."""
         await asyncio.sleep(0)  # let other trajectories interleave, as with a real server
         prompt_text = self.tokenizer.decode(list(prompt_ids), skip_special_tokens=False)
-        text = self.responder(prompt_text, dict(sampling_params))
+        pending = self._pending.pop(request_id, None)
+        if pending is not None and pending[0] and list(prompt_ids[-len(pending[0]) :]) == pending[0]:
+            text = pending[1]
+        else:
+            text = self.responder(prompt_text, dict(sampling_params))
         eos = self.tokenizer.eos_token or ""
         add_eos = bool(eos) and text.endswith(eos)
         if add_eos:
             text = text[: -len(eos)]
+        rest = ""
         stops = [s for s in sampling_params.get("stop") or [] if s in text]
         if stops:
             end = min(text.find(s) + len(s) for s in stops)
+            rest = text[end:] + (eos if add_eos else "")
             text, add_eos = text[:end], False
         ids = list(self.tokenizer.encode(text, add_special_tokens=False))
         if add_eos:
@@ -80,6 +92,8 @@ class ScriptedLLMClient:
         max_tokens = sampling_params.get("max_tokens")
         if max_tokens is not None:
             ids = ids[: int(max_tokens)]
+        if rest:
+            self._pending[request_id] = (ids, rest)
         self.calls.append(GenerateCall(request_id, list(prompt_ids), dict(sampling_params), prompt_text, ids))
         return _token_output(ids, bool(sampling_params.get("logprobs")))
 

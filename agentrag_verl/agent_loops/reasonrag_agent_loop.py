@@ -1,12 +1,13 @@
-"""ReasonRAG's staged workflow as a verl agent loop (Process vs. Outcome Reward, Zhang et al.; SPEC §3, Alg. 1,
-Figures 12-13).
+"""ReasonRAG's staged workflow as a verl agent loop (Process vs. Outcome Reward, Zhang et al.; Alg. 1, Figures 12-13;
+decisions in ``docs/decisions.md#reasonrag``).
 
 Each stage is a separate chat: a Reasoning stage (Figure 12 system prompt, the question and the previous stage
 outputs) ends in ``So the next query is <query>q</query>`` or ``So the answer is <answer>a</answer>``; after a
 query the retriever runs and a Grounding stage (Figure 13, the passages as ``<reference>``) writes
 ``<evidence>...</evidence>``; then Reasoning again, up to B searches (default 3: the authors' 7 stage outputs).
-Past the budget the next Reasoning stage is forced: its assistant turn is pre-filled with
-``So the answer is <answer>`` (masked) and generated to ``</answer>``.
+A Reasoning stage past the budget that queries is dropped (the query is not run, so it does not stay in the
+transcript) and the stage is generated again with its assistant turn pre-filled with ``So the answer is <answer>``
+(masked), to ``</answer>``.
 
 The response is the transcript that :func:`agentrag_verl.formats.reasonrag.parse` reads: the stage outputs joined by
 single spaces (the space tokens are mask 0). Retrieved passages are only in the grounding prompts, never in the
@@ -14,7 +15,7 @@ response. ``prompt_ids`` is the first Reasoning prompt (the dataset row's ``raw_
 
 Caveat for RL: later stages were generated under other prompts than ``prompt_ids + response``, so their
 log-probabilities under the trainer's single sequence differ from the rollout's. ReasonRAG trains with step-level
-DPO (SPEC §3); use this loop for evaluation, MCTS/data generation and SFT, or accept the off-prompt bias.
+DPO (§2.3); use this loop for evaluation, MCTS/data generation and SFT, or accept the off-prompt bias.
 """
 
 from __future__ import annotations
@@ -117,9 +118,16 @@ class ReasonRAGAgentLoop(SearchAgentLoop):
             )
             if len(state.response_ids) == n_before or state.response_mask[-1] != 1:
                 return  # nothing generated (budget exhausted by the separator / prefill)
-            thoughts.append(text)
             end_index = len(state.response_ids) - 1
             action = spec.extract_action(text)
+            if action is not None and action.kind == "search" and searches_done >= self.budget and not forced:
+                # past the budget the query is not run: drop the stage output (and its separator), force the answer
+                state.truncate(n_before)
+                state.generations -= 1
+                state.budget_exhausted = True
+                forced = True
+                continue
+            thoughts.append(text)
             if action is None:
                 state.add_step(F.KIND_INVALID, end_index)
                 return
@@ -129,20 +137,17 @@ class ReasonRAGAgentLoop(SearchAgentLoop):
             if forced:
                 state.add_step(F.KIND_INVALID, end_index, query=action.content)
                 return
-            if searches_done >= self.max_searches:
-                state.budget_exhausted = True
-                state.add_step(F.KIND_INVALID, end_index, query=action.content)
-                forced = True
-                continue
             searches_done += 1
             if not action.content:
-                state.add_step(F.KIND_INVALID, end_index, query="")
+                state.add_step(F.KIND_INVALID, end_index, query="", observed=True)
                 reference = EMPTY_QUERY_OBSERVATION
                 grounding = True
                 continue
             docs_text, doc_ids, error, _ = await self.retrieve(state, action.content)
             reference = self.observation_text(docs_text)  # reasonrag's template is "{docs}": truncation only
             state.num_searches += 1
-            state.add_step(F.KIND_SEARCH, end_index, query=action.content, doc_ids=doc_ids, retriever_error=error)
+            state.add_step(
+                F.KIND_SEARCH, end_index, query=action.content, doc_ids=doc_ids, retriever_error=error, observed=True
+            )
             grounding = True
         state.length_exhausted = True

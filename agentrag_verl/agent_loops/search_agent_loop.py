@@ -1,5 +1,6 @@
 """Multi-turn search rollout for the tag formats (Search-R1 / AutoSearch, HiPRAG, multi-stage, Search-P1) as a
-verl agent loop (SPEC §0.4; HiPRAG Alg. 1, Search-P1 Alg. 2, Search-R1's rollout).
+verl agent loop (HiPRAG Alg. 1, Search-P1 Alg. 2, Search-R1's rollout; decisions in
+``docs/decisions.md#rollout-and-budgets``).
 
 One loop, driven by the format's :class:`~agentrag_verl.formats.ActionSpec`:
 
@@ -9,19 +10,23 @@ One loop, driven by the format's :class:`~agentrag_verl.formats.ActionSpec`:
 3. a search runs the retriever (:mod:`agentrag_verl.tools.retriever_client`), renders the observation with the
    format's template (HiPRAG: ``<context>{docs}</context>\\n<conclusion>``; Search-R1 / multi-stage:
    ``<information>``; Search-P1: ``<tool_response>``), truncates the passages to ``max_observation_tokens`` and
-   appends it with ``response_mask = 0`` (injected tags included);
-4. after B executed searches, a further search action is not run: the forced-answer prefix is appended (masked)
-   and the model generates to the answer's closing tag (HiPRAG Alg. 1 l. 22-24, Search-P1 Alg. 2 l. 15-17);
+   appends it with ``response_mask = 0`` (injected tags included). An empty query gets an observation saying so
+   (no retriever call); it is still a retrieval step, with its intermediate answer (AutoSearch Eq. 1 scores it
+   invalid);
+4. the budget B counts what the format's algorithm counts (``ActionSpec.budget_unit``) and, once used up, the answer
+   is forced (``ActionSpec.after_budget``): HiPRAG Alg. 1 counts steps and after the B-th ``</conclusion>``
+   appends ``</step>\\n</think>\\n<answer>``; Search-P1 Alg. 2 appends ``<answer>`` right after the B-th tool
+   response; the Search-R1 grammars give one final turn in which a search is not run: a search opened there is cut
+   from the response before its opening tag (the tokens after the cut are dropped, the kept ones are the model's
+   own) and the answer is forced. No unexecuted search stays in the response;
 5. the response never exceeds ``rollout.response_length`` tokens: each generation gets at most the remaining
    budget, and an observation that does not fit is cut and ends the episode.
 
 A retriever failure (after the client's retries) becomes an observation saying so; the trajectory continues and
 the failure is counted. Auxiliary policy generations (HiPRAG re-answers, AutoSearch intermediate answers) go
 through the same ``server_manager``, run concurrently with the trajectory, never enter the response tokens, and are
-recorded in ``extra_fields`` (:mod:`agentrag_verl.agent_loops.fields`) with their cost.
-
-Deviation (all formats): a search action past the budget stays in the response as model tokens (it was generated)
-and is recorded as an ``"invalid"`` step; the papers' pseudo-code stops counting steps instead.
+recorded in ``extra_fields`` (:mod:`agentrag_verl.agent_loops.fields`) with their cost, keyed by the index of the
+step record they belong to (:mod:`agentrag_verl.agent_loops.steps` maps them back to steps).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.config import SearchLoopConfig
+from agentrag_verl.agent_loops.steps import step_record
 from agentrag_verl.formats import Format, get_format
 from agentrag_verl.formats.base import format_docs
 from agentrag_verl.judges.prompts import HIPRAG_REANSWER_TEMPLATE
@@ -126,6 +132,10 @@ class Rollout:
         else:
             self.response_logprobs.extend([0.0] * len(ids))
 
+    def truncate(self, n: int) -> None:
+        """Drop every response token from index ``n`` on."""
+        del self.response_ids[n:], self.response_mask[n:], self.response_logprobs[n:]
+
     def add_step(
         self,
         kind: str,
@@ -133,16 +143,18 @@ class Rollout:
         query: str | None = None,
         doc_ids: list[str] | None = None,
         retriever_error: str | None = None,
+        observed: bool = False,
     ) -> int:
-        """Record an action; returns its index in ``steps``."""
+        """Record an action (:func:`~agentrag_verl.agent_loops.steps.step_record`); returns its index in ``steps``."""
         self.steps.append(
-            {
-                F.STEP_KIND: kind,
-                F.STEP_QUERY: query,
-                F.STEP_DOC_IDS: list(doc_ids or []),
-                F.STEP_END_TOKEN_INDEX: int(end_token_index),
-                F.STEP_RETRIEVER_ERROR: retriever_error,
-            }
+            step_record(
+                kind,
+                end_token_index,
+                observed=observed,
+                query=query,
+                doc_ids=doc_ids or [],
+                retriever_error=retriever_error,
+            )
         )
         return len(self.steps) - 1
 
@@ -223,7 +235,13 @@ class SearchAgentLoop(AgentLoopBase):
         self.format: Format = get_format(self.options.format)
         self.format_name = str(self.options.format).strip().lower()
         self.spec = self.format.action_spec
-        self.max_searches = self.spec.max_searches if self.options.max_searches is None else self.options.max_searches
+        self.budget = self.spec.budget if self.options.budget is None else self.options.budget
+        """B: search actions or steps (``spec.budget_unit``) before the answer is forced."""
+        if self.spec.budget_unit == "steps" and self.budget < 1:
+            raise ValueError(
+                f"The {self.format_name} rollout counts steps (budget_unit='steps'); its budget must be >= 1, got "
+                f"{self.budget}. Set budget in the agent-loop YAML or actor_rollout_ref.rollout.custom.agentrag."
+            )
         self.response_length = int(self.rollout_config.response_length)
         self.aux_server_manager = self.server_manager
         """Client of the auxiliary generations (default: the rollout server, i.e. the policy itself)."""
@@ -318,7 +336,7 @@ class SearchAgentLoop(AgentLoopBase):
         return self.decode(ids)
 
     async def reanswer(self, state: Rollout, step: int, query: str, sampling_params: dict[str, Any]) -> None:
-        """HiPRAG over-search re-answer o' of a search query (SPEC §1), shared across the batch scope."""
+        """HiPRAG over-search re-answer o' of a search query (§3.2), shared across the batch scope."""
         params = self.aux_params(sampling_params, self.options.reanswer_max_tokens)
         key = (query, int(self.options.reanswer_max_tokens))
         scope = _scope()
@@ -417,14 +435,31 @@ class SearchAgentLoop(AgentLoopBase):
         if spec.response_prefix:
             self.append_observation(state, spec.response_prefix)
             state.observations -= 1  # a prefix is not an observation turn
-        searches_done = 0  # executed search actions, empty queries included (the budget B counts them)
+        used = 0  # budget units used: search actions answered (empty queries included), or closed steps
         if self.options.initial_search and question:
             docs_text, _, _, _ = await self.retrieve(state, question)
             self.append_observation(state, self.observation_text(docs_text))
         while len(state.response_ids) < self.response_length:
-            ids = await self.generate(state, request_id, prompt_ids, sampling_params, spec.stop)
+            exhausted = used >= self.budget
+            if exhausted and spec.after_budget == "force":
+                state.budget_exhausted = True
+                await self._force_answer(state, request_id, prompt_ids, sampling_params)
+                return
+            final_turn = exhausted  # after_budget == "final_turn": one more turn, a search is not run
+            stop = spec.final_turn_stop if final_turn else spec.turn_stop
+            start = len(state.response_ids)
+            ids = await self.generate(state, request_id, prompt_ids, sampling_params, stop)
             end_index = len(state.response_ids) - 1
-            text = cut_at_stop(self.decode(ids), spec.stop)
+            text = cut_at_stop(self.decode(ids), stop)
+            if final_turn and text.rstrip().endswith(spec.search_tags[0]):
+                # the search is not run: cut it from the response, then force the answer
+                state.truncate(start + self.tokens_before(ids, text.rstrip().rfind(spec.search_tags[0])))
+                state.budget_exhausted = True
+                await self._force_answer(state, request_id, prompt_ids, sampling_params)
+                return
+            if spec.budget_unit == "steps" and spec.step_close and text.rstrip().endswith(spec.step_close):
+                used += 1  # HiPRAG Alg. 1 l. 14-16: a step closed
+                continue
             action = spec.extract_action(text)
             if action is None:
                 if ids:
@@ -434,28 +469,41 @@ class SearchAgentLoop(AgentLoopBase):
                 state.add_step(F.KIND_ANSWER, end_index)
                 return
             query = action.content
-            if searches_done >= self.max_searches:
-                state.budget_exhausted = True
-                state.add_step(F.KIND_INVALID, end_index, query=query)
-                await self._force_answer(state, request_id, prompt_ids, sampling_params)
-                return
-            searches_done += 1
+            if spec.budget_unit == "searches":
+                used += 1
             if not query:
-                state.add_step(F.KIND_INVALID, end_index, query="")
+                step = state.add_step(F.KIND_INVALID, end_index, query="", observed=True)
                 self.append_observation(state, spec.observation_template.replace("{docs}", EMPTY_QUERY_OBSERVATION))
-                continue
-            docs_text, doc_ids, error, _ = await self.retrieve(state, query)
-            state.num_searches += 1
-            step = state.add_step(F.KIND_SEARCH, end_index, query=query, doc_ids=doc_ids, retriever_error=error)
-            if self.options.reanswers:
-                aux_tasks.append(asyncio.create_task(self.reanswer(state, step, query, sampling_params)))
-            self.append_observation(state, self.observation_text(docs_text))
+            else:
+                docs_text, doc_ids, error, _ = await self.retrieve(state, query)
+                state.num_searches += 1
+                step = state.add_step(
+                    F.KIND_SEARCH, end_index, query=query, doc_ids=doc_ids, retriever_error=error, observed=True
+                )
+                if self.options.reanswers:
+                    aux_tasks.append(asyncio.create_task(self.reanswer(state, step, query, sampling_params)))
+                self.append_observation(state, self.observation_text(docs_text))
             if self.options.intermediate_answers:
                 trajectory = self.decode(state.response_ids)
                 aux_tasks.append(
                     asyncio.create_task(self.intermediate_answer(state, step, question, trajectory, sampling_params))
                 )
         state.length_exhausted = True
+
+    def tokens_before(self, ids: list[int], char_index: int) -> int:
+        """The longest prefix of ``ids`` (a count) whose decoded text ends at or before ``char_index`` of
+        ``decode(ids)``: where to cut a generation so that nothing from ``char_index`` on stays.
+
+        The kept tokens are exactly the model's own; a token that straddles ``char_index`` is dropped with the rest.
+        """
+        lo, hi = 0, len(ids)
+        while lo < hi:  # decoded length grows with the prefix; find the largest k with len(decode(ids[:k])) <= i
+            mid = (lo + hi + 1) // 2
+            if len(self.decode(ids[:mid])) <= char_index:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     async def _force_answer(
         self, state: Rollout, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any]

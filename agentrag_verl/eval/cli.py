@@ -25,8 +25,8 @@ __all__ = ["add_parser", "parse_options", "config_from_args", "quiet_known_warni
 def parse_options(pairs: list[str] | None, what: str) -> dict[str, Any]:
     """``["a=1", "b.c=x"]`` -> ``{"a": 1, "b": {"c": "x"}}``; values are parsed as YAML scalars.
 
-    >>> parse_options(["max_searches=2", "hiprag.lambda_p=0.6", "name=x"], "--loop-option")
-    {'max_searches': 2, 'hiprag': {'lambda_p': 0.6}, 'name': 'x'}
+    >>> parse_options(["budget=2", "hiprag.lambda_p=0.6", "name=x"], "--loop-option")
+    {'budget': 2, 'hiprag': {'lambda_p': 0.6}, 'name': 'x'}
     """
     import yaml
 
@@ -74,8 +74,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     loop_options = parse_options(args.loop_option, "--loop-option")
     if args.topk is not None:
         loop_options["retriever_topk"] = args.topk
-    if args.max_searches is not None:
-        loop_options["max_searches"] = args.max_searches
+    if args.budget is not None:
+        loop_options["budget"] = args.budget
     runner = RunnerConfig(
         tokenizer=args.tokenizer,
         base_url=args.base_url,
@@ -180,7 +180,11 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument(
         "--prompt-name", help="A named prompt of the format (e.g. hiprag_compact); default: the paper's prompt."
     )
-    g.add_argument("--max-searches", type=int, help="Search budget B (default: each format's paper value).")
+    g.add_argument(
+        "--budget",
+        type=int,
+        help="Budget B of each format's rollout: search turns, or steps for HiPRAG (Alg. 1); default: the papers'.",
+    )
     g.add_argument("--loop-option", action="append", help="Agent-loop option key=value (SearchLoopConfig).")
     g = p.add_argument_group("judge and rewards")
     g.add_argument("--judge-base-url", help="Judge endpoint (OpenAI-compatible /v1 root); enables judge metrics.")

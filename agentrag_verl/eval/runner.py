@@ -58,7 +58,7 @@ class RunnerConfig:
     Use the prompt the policy was trained with."""
     loop_options: Mapping[str, Any] = field(default_factory=dict)
     """Run-wide agent-loop options (:class:`~agentrag_verl.agent_loops.config.SearchLoopConfig` keys such as
-    ``retriever_topk``, ``max_searches``, ``max_observation_tokens``); unknown keys fail when the loop starts."""
+    ``retriever_topk``, ``budget``, ``max_observation_tokens``); unknown keys fail when the loop starts."""
 
 
 @dataclass

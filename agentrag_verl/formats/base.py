@@ -6,9 +6,10 @@ on these:
 - :class:`Trajectory` / :class:`Step`: what ``parse`` returns. Field values are the *stripped* contents of the
   format's tags; ``Step.spans[field]`` is the ``(start, end)`` character span of that value in the response,
   so ``response[start:end] == value`` (one documented exception: Search-P1 queries written as tool-call JSON).
-  The final answer is never a step; it lives in ``Trajectory.answer`` (SPEC §0.1 extraction semantics).
-- :class:`ActionSpec`: what the rollout needs (SPEC §0.4): stop strings, action extraction, observation
-  rendering (SPEC §0.3 ``Doc i(Title: ...) text`` lines), forced-answer prefix, search budget.
+  The final answer is never a step; it lives in ``Trajectory.answer`` (the last answer block of model text).
+- :class:`ActionSpec`: what the rollout needs: stop strings, action extraction, observation rendering
+  (``Doc i(Title: ...) text`` lines, as Search-R1 renders passages), forced-answer prefix, the budget B and what it
+  counts.
 - :class:`PromptTemplate`: a paper's prompt with ``{question}`` (and other) slots.
 - :class:`Format`: the bundle registered under a name in :func:`agentrag_verl.formats.get_format`.
 
@@ -156,7 +157,7 @@ def _doc_contents(hit: Any) -> str:
 
 
 def format_docs(docs: Iterable[Any]) -> str:
-    """Render retriever hits as SPEC §0.3 lines ``Doc i(Title: <title>) <text>``, one per hit.
+    """Render retriever hits as Search-R1's lines ``Doc i(Title: <title>) <text>``, one per hit.
 
     Args:
         docs: Hits as the retriever returns them: ``{"id", "contents": "\\"Title\\"\\ntext", ...}`` documents,
@@ -178,7 +179,7 @@ def format_docs(docs: Iterable[Any]) -> str:
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """How the rollout drives one format (SPEC §0.4).
+    """How the rollout drives one format (``docs/decisions.md#rollout-and-budgets``).
 
     Attributes:
         stop: Stop strings for generation; the text given to :meth:`extract_action` must include them
@@ -186,24 +187,55 @@ class ActionSpec:
         search_tags: Opening and closing tags around a query.
         observation_template: What the environment appends after a search action; ``{docs}`` is replaced by
             :func:`format_docs` of the hits. Everything it appends gets ``response_mask = 0``.
-        force_answer_prefix: Text appended when the search budget is exhausted, after which the policy
-            generates up to the answer's closing tag (HiPRAG Alg. 1 l. 22-24, Search-P1 Alg. 2 l. 15-17).
-        max_searches: Default search budget B (the paper's value; a config option of the agent loop).
+        force_answer_prefix: Text appended when the budget is used up, after which the policy generates up to the
+            answer's closing tag (HiPRAG Alg. 1 l. 15 and 22-24, Search-P1 Alg. 2 l. 15-16).
+        budget: Default budget B (the paper's value; the agent loop's ``budget`` option overrides it).
         answer_tags: Opening and closing tags around the final answer.
         response_prefix: Text the environment writes at the start of the response before the first generation
             (masked); empty when the model writes its own opening tag.
         query_from_content: Maps the raw text between the search tags to the query sent to the retriever
             (default: strip).
+        budget_unit: What B counts: ``"searches"`` (search actions the environment answered, empty queries
+            included) or ``"steps"`` (closed steps: HiPRAG Alg. 1 counts ``</conclusion>`` boundaries).
+        step_close: With ``budget_unit="steps"``: the tag that closes a step; generation also stops there.
+        after_budget: What happens once B is used up. ``"force"``: the forced-answer prefix is appended at once,
+            right after the B-th observation or step (Search-P1 Alg. 2, HiPRAG Alg. 1). ``"final_turn"``: the model
+            gets one more turn in which a search is not run (Search-R1's final rollout); a search it opens there is
+            cut from the response before its opening tag and the answer is forced, so no unexecuted search stays.
     """
 
     stop: tuple[str, ...]
     search_tags: tuple[str, str]
     observation_template: str
     force_answer_prefix: str
-    max_searches: int
+    budget: int
     answer_tags: tuple[str, str] = ("<answer>", "</answer>")
     response_prefix: str = ""
     query_from_content: Callable[[str], str] | None = None
+    budget_unit: Literal["searches", "steps"] = "searches"
+    step_close: str | None = None
+    after_budget: Literal["force", "final_turn"] = "force"
+
+    def __post_init__(self) -> None:
+        if self.budget_unit not in ("searches", "steps"):
+            raise ValueError(f"Unknown budget_unit {self.budget_unit!r}; choose one of ['searches', 'steps']")
+        if self.after_budget not in ("force", "final_turn"):
+            raise ValueError(f"Unknown after_budget {self.after_budget!r}; choose one of ['force', 'final_turn']")
+        if self.budget_unit == "steps" and not self.step_close:
+            raise ValueError("ActionSpec(budget_unit='steps') needs step_close, the tag that closes a step")
+
+    @property
+    def turn_stop(self) -> tuple[str, ...]:
+        """Stop strings of a regular generation: :attr:`stop`, plus :attr:`step_close` when B counts steps."""
+        if self.budget_unit == "steps" and self.step_close and self.step_close not in self.stop:
+            return (*self.stop, self.step_close)
+        return self.stop
+
+    @property
+    def final_turn_stop(self) -> tuple[str, ...]:
+        """Stop strings of the final turn (``after_budget="final_turn"``): the search's opening tag (the search is
+        not run, so generating its query is wasted) and the answer's closing tag."""
+        return (self.search_tags[0], self.answer_tags[1])
 
     def extract_action(self, text: str) -> Action | None:
         """Find the action at the end of a generation.

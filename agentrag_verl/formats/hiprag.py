@@ -1,7 +1,8 @@
 """HiPRAG's parsable step format (HiPRAG: Hierarchical Process Rewards for Efficient Agentic RAG, Wu et al.).
 
 Implements Section 3.1, the format checker F(T) of **Algorithms 2 and 3** (Appendix C), the rollout of
-Algorithm 1 as SPEC §1 adapts it, and the system prompt of **Figure 4** (Appendix D).
+Algorithm 1 (with the deviation below), and the system prompt of **Figure 4** (Appendix D). Decisions:
+``docs/decisions.md#hiprag``.
 
 Grammar: exactly one ``<think>`` holding one or more ``<step>`` blocks, then ``<answer>``. A search step is
 ``<reasoning> <search> <context> <conclusion>``, a non-search step ``<reasoning> <conclusion>``; ``<context>``
@@ -25,12 +26,14 @@ Like the pseudo-code, counts are taken over the raw text (a ``<think>`` inside r
 check), and tags inside a field's content (e.g. ``<answer>`` inside ``<reasoning>``) are not checked.
 Special tokens such as ``<|im_end|>`` must be removed before checking (decode with ``skip_special_tokens``).
 
-Rollout (SPEC §1, deviation from Alg. 1): the model writes every tag itself (``response_prefix`` is empty;
-Alg. 1 l. 3 pre-writes ``<think><step><reasoning>``), generation stops at ``</search>`` and ``</answer>``
-(Alg. 1 also stops at ``</conclusion>`` to count steps; we budget searches, B = 4 as in the authors'
-scripts), and after ``</search>`` the environment appends ``<context>{docs}</context>\\n<conclusion>`` (the
-authors' code opens the conclusion; those tokens are masked). A forced answer appends ``</think>\\n<answer>``
-(Alg. 1 l. 22-24).
+Rollout (Alg. 1): generation stops at ``</search>``, ``</conclusion>`` and ``</answer>`` (l. 5); after ``</search>``
+the environment appends ``<context>{docs}</context>\\n<conclusion>`` (l. 12, masked); every ``</conclusion>``
+closes a step, and the budget B counts steps (l. 16, B = 4 as in the authors' scripts; the paper gives no value):
+after the B-th ``</conclusion>`` the environment appends ``</step>\\n</think>\\n<answer>`` (l. 15, 22-24, masked) and
+the model writes the answer. Every search before that is executed (Alg. 1 has no separate search budget). Deviation:
+the model writes the other tags itself (``response_prefix`` is empty, Alg. 1 l. 3 and 18 pre-write
+``<step><reasoning>``; with the tags generated, the tokens are the model's own, which token-in-token-out training
+needs); a trajectory Alg. 1 would score fully is unchanged by it.
 
 :func:`parse` is lenient (any text, never raises) and agrees with the checker on valid text: N steps with
 the right kinds. For text without ``<step>`` tags a ``<reasoning>`` starts a step and ``<conclusion>`` ends it.
@@ -322,8 +325,14 @@ ACTION_SPEC = ActionSpec(
     stop=("</search>", "</answer>"),
     search_tags=("<search>", "</search>"),
     observation_template="<context>{docs}</context>\n<conclusion>",
-    force_answer_prefix="</think>\n<answer>",
-    max_searches=4,  # SPEC §1: B = 4 in the authors' scripts
+    # Alg. 1 l. 15 and 22-24: after the B-th </conclusion> the environment closes the step and the think block and
+    # opens the answer
+    force_answer_prefix="</step>\n</think>\n<answer>",
+    # Alg. 1 counts steps (i += 1 at each </conclusion>); the paper gives no value for B, 4 is the authors' scripts'
+    budget=4,
+    budget_unit="steps",
+    step_close="</conclusion>",
+    after_budget="force",
 )
 
 FORMAT = Format(

@@ -1,5 +1,5 @@
 """The think/search/information/reflect/answer format of "Learning When to Search: Multi-Stage Reward Design for
-Efficient Agentic RAG with Reasoning Language Models" (SPEC §2).
+Efficient Agentic RAG with Reasoning Language Models" (decisions: ``docs/decisions.md#multi-stage``).
 
 Implements the two output structures of the format reward r_f (§3.3, Eq. 6), the rollout of §3.2 ("Rollout with
 Search") and the prompt "Instruction for Trained RLM" (Appendix B.4).
@@ -13,8 +13,8 @@ thinking mode), prepend ``"<think>"`` before checking.
 
 Rollout (§3.2): stop at ``</search>`` (and ``</answer>``, after which nothing is valid), append
 ``\\n\\n<information>{docs}</information>\\n\\n`` (Search-R1 layout, top-5 passages in the paper); budget
-``max_turns = 5`` (Table 5). A forced answer appends ``<answer>``; such a trajectory skips ``<reflect>`` and
-so fails the structure, as intended.
+``max_turns = 5`` (Table 5) search turns, then Search-R1's final turn: a search opened there is not run, it is cut
+from the response and ``<answer>`` is appended (the structure then holds only if the model reflected before it).
 
 :func:`parse`: ``<think>`` starts a step, ``<reflect>`` ends it; a search round is one ``search`` step whose
 ``reasoning`` is the think only for the first round; the no-retrieval structure is one ``non_search`` step
@@ -136,7 +136,8 @@ ACTION_SPEC = ActionSpec(
     search_tags=("<search>", "</search>"),
     observation_template="\n\n<information>{docs}</information>\n\n",
     force_answer_prefix="<answer>",
-    max_searches=5,  # Table 5: max_turns = 5
+    budget=5,  # Table 5: max_turns = 5
+    after_budget="final_turn",  # its rollout is Search-R1's (a final turn without search)
 )
 
 FORMAT = Format(

@@ -1,5 +1,5 @@
 """ReasonRAG's staged workflow (Process vs. Outcome Reward: Which is Better for Agentic RAG Reinforcement
-Learning, Zhang et al.; SPEC §3).
+Learning, Zhang et al.; decisions: ``docs/decisions.md#reasonrag``).
 
 Implements the inference workflow of **Algorithm 1** (§2.4: stages Reasoning / Grounding / Terminal) and the
 prompts of **Figures 12-13** (Appendix F; Figure 14, the process-evaluation judge, belongs to the SPRE reward).
@@ -26,9 +26,10 @@ after the final ``</answer>``. The phrases are required because they are how the
 is". :func:`next_stage` is Algorithm 1's transition (l. 9-18).
 
 Rollout: stop strings ``</query>``, ``</answer>``, ``</evidence>`` (authors' code). ``render_observation``
-gives the grounding prompt's ``{reference}`` slot as SPEC §0.3 ``Doc i(Title: ...)`` lines (deviation: the
+gives the grounding prompt's ``{reference}`` slot as Search-R1's ``Doc i(Title: ...)`` lines (deviation: the
 authors' code writes ``Wikipedia Title: <title>\\n<text>``). Budget: Algorithm 1's N = 7 stage outputs (authors'
-MCTS ``max_iter``) leaves room for 3 searches; a forced answer writes ``So the answer is <answer>``.
+MCTS ``max_iter``) leaves room for 3 searches; a Reasoning stage past it that queries is dropped (the query is not
+run) and the stage is generated again with ``So the answer is <answer>`` pre-filled.
 """
 
 from __future__ import annotations
@@ -267,7 +268,8 @@ ACTION_SPEC = ActionSpec(
     search_tags=("<query>", "</query>"),
     observation_template="{docs}",
     force_answer_prefix=f"{ANSWER_PHRASE} <answer>",
-    max_searches=3,  # N = 7 stage outputs (authors' max_iter): R, (G, R) x 3
+    budget=3,  # N = 7 stage outputs (authors' max_iter): R, (G, R) x 3
+    after_budget="final_turn",
 )
 
 

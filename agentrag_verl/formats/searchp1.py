@@ -1,5 +1,5 @@
 """Search-P1's reasoning/tool_call/tool_response/answer format (Search-P1: Path-Centric Reward Shaping for Stable
-and Efficient Agentic RAG Training; SPEC §4).
+and Efficient Agentic RAG Training; decisions: ``docs/decisions.md#search-p1``).
 
 Implements the rollout of **Algorithm 2**, the format reward of **Algorithm 3** (l. 1-8) and the inference prompt
 of **Figure 7** (Appendix D.1).
@@ -13,7 +13,7 @@ environment text). ``HasAnswer`` is a non-blank answer, ``HasToolCall`` at least
 ``HasToolResponse`` at least one ``<tool_response>``.
 
 :func:`check_format` returns Algorithm 3's three-way validity as :class:`FormatLevel`, a ``float`` enum whose
-value is r_f (SPEC §4 Decision: 1.0 / 0.5, weighted by λf = 0.1 to the listed 0.1 / 0.05):
+value is r_f (1.0 / 0.5, weighted by λf = 0.1 to the listed 0.1 / 0.05):
 
 - ``FULL`` (1.0): ValidFormat and HasAnswer and HasToolCall;
 - ``HALF`` (0.5): otherwise HasAnswer and HasToolResponse;
@@ -26,10 +26,11 @@ ValidFormat and HasAnswer.
 Rollout (Algorithm 2): the environment writes ``<reasoning>`` first (l. 1, ``response_prefix``); generation
 stops at ``</tool_call>`` / ``</answer>`` (l. 3); the query is the tool call's content (l. 9) and the
 environment appends ``<tool_response>docs</tool_response>`` (l. 11; we add newlines around it, Qwen's hermes
-layout; whitespace is insignificant to the grammar); budget B = 4 (Appendix B); a forced answer appends
-``<answer>`` (l. 16). Leniency: a tool call holding JSON (``{"name": ..., "arguments": {"query": ...}}``, what
-Qwen-Instruct models emit) yields its ``query`` (first of ``query_list``); the step's span then covers the raw
-JSON.
+layout; whitespace is insignificant to the grammar); budget B = 4 (B.4) tool calls: right after the B-th tool
+response the environment appends ``<answer>`` (l. 15-16) and the model writes the answer, so a trajectory that
+uses all B actions is FULL with B actions. Leniency: a tool call holding JSON
+(``{"name": ..., "arguments": {"query": ...}}``, what Qwen-Instruct models emit) yields its ``query`` (first of
+``query_list``); the step's span then covers the raw JSON.
 """
 
 from __future__ import annotations
@@ -216,7 +217,8 @@ ACTION_SPEC = ActionSpec(
     search_tags=("<tool_call>", "</tool_call>"),
     observation_template="\n<tool_response>\n{docs}\n</tool_response>\n",
     force_answer_prefix="<answer>",
-    max_searches=4,  # Appendix B: action budget B = 4
+    budget=4,  # B.4: action budget B = 4
+    after_budget="force",  # Alg. 2 l. 15-16: <answer> right after the B-th <tool_response>
     response_prefix="<reasoning>",
     query_from_content=query_from_tool_call,
 )

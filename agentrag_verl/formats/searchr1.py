@@ -1,9 +1,10 @@
-"""Search-R1's think/search/information/answer format, shared by AutoSearch (SPEC §5, §6).
+"""Search-R1's think/search/information/answer format, shared by AutoSearch (decisions:
+``docs/decisions.md#autosearch``).
 
 Papers: Search-R1 (Jin et al., 2025; the baseline every other paper compares with) and AutoSearch: Adaptive
 Search Depth for Efficient Agentic RAG (§4.1 step format reward Eq. 1, Prompt 1, Figures 8-13).
 
-Structure rule (:func:`check_format`, the "valid" of Search-R1 v0.3's outcome + format reward, SPEC §6):
+Structure rule (:func:`check_format`, the "valid" of Search-R1 v0.3's outcome + format reward):
 the response is ``<think> (<search> <information> <think>)* <answer>`` with only whitespace between blocks,
 no tag of the format inside a model block, and nothing after ``</answer>``. This is the state machine of
 Search-R1's reference format check (think first; after a think, a search or the answer; after a search, the
@@ -22,9 +23,11 @@ environment's ``<information>`` blocks; turns 1..T-1 are retrieval steps and tur
   answer is evaluated", §4.1); the text before ``<answer>`` is not checked, so a forced answer is valid.
 
 Rollout: stop at ``</search>`` / ``</answer>``; the environment appends
-``\\n\\n<information>{docs}</information>\\n\\n`` (Search-R1's layout); a forced answer appends ``<answer>``;
-default budget 4 searches (as HiPRAG and Search-P1; the AutoSearch paper states only a "relatively low
-maximum", its fixed-depth prompts go up to 4).
+``\\n\\n<information>{docs}</information>\\n\\n`` (Search-R1's layout); default budget 4 search turns (as HiPRAG
+and Search-P1; the AutoSearch paper states only a "relatively low maximum", its fixed-depth prompts go up to 4),
+every search action the environment answers counting (an empty query too); then Search-R1's final turn, in which a
+search is not run: a ``<search>`` opened there is cut from the response and ``<answer>`` appended, so the response
+never holds an unexecuted search.
 
 Prompts: Search-R1's instruction (from the Search-R1 paper and code, reproduced by AutoSearch Figures 8-12;
 it keeps the published "as many times as your want" wording that Search-R1 checkpoints were trained on),
@@ -265,7 +268,9 @@ ACTION_SPEC = ActionSpec(
     search_tags=("<search>", "</search>"),
     observation_template="\n\n<information>{docs}</information>\n\n",
     force_answer_prefix="<answer>",
-    max_searches=4,
+    budget=4,
+    # Search-R1's rollout: after the last search turn one final generation in which a search is not run
+    after_budget="final_turn",
 )
 
 FORMAT = Format(

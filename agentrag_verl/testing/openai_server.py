@@ -43,7 +43,8 @@ A reply is a ``str`` (copied into all ``n`` choices), a list of exactly ``n`` st
 :class:`Fault`.
 
 Request options honoured: ``n`` (number of choices), ``stop`` (a string or a list of strings: the reply is cut at
-the earliest stop string, which is not included, and ``finish_reason`` is ``"stop"``), and ``max_tokens`` /
+the earliest stop string, which is not included, ``finish_reason`` is ``"stop"`` and, on text completions,
+``stop_reason`` names the stop string as vLLM does), and ``max_tokens`` /
 ``max_completion_tokens`` (the reply is cut after that many whitespace-separated tokens, ``finish_reason`` is
 ``"length"``). ``usage`` counts whitespace-separated tokens: the prompt (all message contents, or the ``prompt``) and
 the returned choices. ``stream: true`` is not supported and gets an HTTP 400.
@@ -307,6 +308,13 @@ def _apply_limits(text: str, stop: Any, max_tokens: Any) -> tuple[str, str]:
         if len(tokens) > max_tokens:
             return (text[: tokens[max_tokens - 1].end()] if max_tokens > 0 else ""), "length"
     return text, "stop"
+
+
+def _matched_stop(text: str, stop: Any) -> str | None:
+    """The stop string that cuts ``text`` first (what vLLM reports as ``stop_reason``), or ``None``."""
+    stops = [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str)] if stop else []
+    found = [(text.find(s), s) for s in stops if s and s in text]
+    return min(found)[1] if found else None
 
 
 def _validate_request(path: str, body: Mapping[str, Any]) -> _Response | None:
@@ -788,7 +796,14 @@ class FakeOpenAIServer:
             kind, prefix = "chat.completion", "chatcmpl"
         else:
             choices = [
-                {"index": i, "text": text, "logprobs": None, "finish_reason": finish}
+                {
+                    "index": i,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    # as vLLM: the stop string that ended the completion (not included in the text), else None
+                    "stop_reason": _matched_stop(texts[i], body.get("stop")) if finish == "stop" else None,
+                }
                 for i, (text, finish) in enumerate(limited)
             ]
             kind, prefix = "text_completion", "cmpl"

@@ -60,11 +60,13 @@ async def test_reasonrag_stages_transcript_and_masks(make_worker, retriever):
 async def test_reasonrag_budget_forces_answer(make_worker, retriever):
     worker = make_worker()
     tok = worker.tokenizer
-    out, _ = await run(worker, "reasonrag", StageScript([R1]), retriever_url=retriever.url, max_searches=1)
+    out, _ = await run(worker, "reasonrag", StageScript([R1]), retriever_url=retriever.url, budget=1)
     ids, mask = unpad(out)
     extra = out.non_tensor_batch
     assert extra[F.NUM_SEARCHES][0] == 1 and extra[F.BUDGET_EXHAUSTED][0] is True
-    assert [s[F.STEP_KIND] for s in extra[F.STEPS][0]] == ["search", "invalid", "answer"]
+    # The second query (past B = 1) is not run and does not stay in the transcript: R1 G1, then the forced answer.
+    assert [s[F.STEP_KIND] for s in extra[F.STEPS][0]] == ["search", "answer"]
+    assert tok.decode(ids) == f"{R1} {G1} {reasonrag.ANSWER_PHRASE} <answer> 1934</answer>"
     # The forced prefix is masked; the transcript ends with a complete answer.
     zero_runs = [tok.decode(ids[s:e]) for v, s, e in spans(mask) if v == 0]
     assert zero_runs[-1] == " " + reasonrag.ANSWER_PHRASE + " <answer>"  # separator + forced prefix

@@ -44,7 +44,8 @@ def answer_turn(fmt: str, answer: str) -> str:
 
 
 class TurnScript:
-    """Replies turn by turn: turn i is chosen by how many observations the prompt already holds.
+    """Replies turn by turn: turn i is chosen by how many observations the prompt already holds (a turn cut at a
+    stop string inside it, e.g. HiPRAG's ``</conclusion>``, is continued by the scripted client).
 
     Auxiliary prompts (HiPRAG re-answer, AutoSearch Prompt 1) get ``aux_reply``; a prompt that ends with the
     forced-answer prefix gets ``forced``.
@@ -168,41 +169,39 @@ async def test_every_format_masks_observations_and_injected_tags(make_worker, re
     assert get_format(fmt).parse(text).answer == "1934"
 
 
-async def test_budget_exhausted_forces_answer(make_worker, retriever):
+async def test_hiprag_budget_counts_steps_and_forces_answer(make_worker, retriever):
     worker = make_worker()
     tok = worker.tokenizer
     fmt = "hiprag"
     spec = get_format(fmt).action_spec
-    # The model keeps searching; with B = 2 the third search is not run and the answer is forced.
+    # HiPRAG Alg. 1 with B = 2 steps: the model would open a third step and search again, but after the second
+    # </conclusion> the environment appends </step></think><answer> (l. 15, 22-24) and the model only answers.
     turns = [
         search_turn(fmt, "Orla Brennick"),
         "c</conclusion></step><step><reasoning>r</reasoning><search>Velda</search>",
         "c</conclusion></step><step><reasoning>r</reasoning><search>Asvik</search>",
     ]
     out, client = await run(
-        worker,
-        fmt,
-        TurnScript(fmt, turns, forced="1934</answer><|im_end|>"),
-        retriever_url=retriever.url,
-        max_searches=2,
+        worker, fmt, TurnScript(fmt, turns, forced="1934</answer><|im_end|>"), retriever_url=retriever.url, budget=2
     )
     ids, mask = unpad(out)
     extra = out.non_tensor_batch
-    assert len(retriever.requests) == 2
+    assert len(retriever.requests) == 2  # both searches of the two steps ran; "Asvik" was never generated
     assert extra[F.NUM_SEARCHES][0] == 2 and extra[F.BUDGET_EXHAUSTED][0] is True
     steps = extra[F.STEPS][0]
-    assert [s[F.STEP_KIND] for s in steps] == ["search", "search", "invalid", "answer"]
-    assert steps[2][F.STEP_QUERY] == "Asvik" and steps[2][F.STEP_DOC_IDS] == []
-    # The forced prefix `</think>\n<answer>` is environment text (mask 0) right after the refused search.
+    assert [s[F.STEP_KIND] for s in steps] == ["search", "search", "answer"]
+    assert [s[F.STEP_OBSERVED] for s in steps] == [True, True, False]
+    # The forced prefix is environment text (mask 0) right after the second conclusion.
     zero_runs = [tok.decode(ids[s:e]) for v, s, e in spans(mask) if v == 0]
-    assert zero_runs[-1] == spec.force_answer_prefix
-    assert tok.decode(ids[steps[3][F.STEP_END_TOKEN_INDEX] - 3 : steps[3][F.STEP_END_TOKEN_INDEX] + 1]).endswith(
-        "</answer>"
-    )
-    # The forced generation stops at the answer's closing tag only.
+    assert zero_runs[-1] == spec.force_answer_prefix == "</step>\n</think>\n<answer>"
+    text = tok.decode(ids, skip_special_tokens=True)
+    assert "Asvik" not in text and text.endswith("c</conclusion></step>\n</think>\n<answer>1934</answer>")
+    # The trajectory is well formed: F(T) = (1, N = 2) (Alg. 2-3), so Eq. 1 can give it the full reward.
+    assert get_format(fmt).check_format(text) == (1, 2)
+    # The forced generation stops at the answer's closing tag only; the others also at </conclusion> (Alg. 1 l. 5).
     trajectory_calls = [c for c in client.calls if "stop" in c.sampling_params]  # not the HiPRAG re-answers
     assert trajectory_calls[-1].sampling_params["stop"] == ["</answer>"]
-    assert get_format(fmt).parse(tok.decode(ids, skip_special_tokens=True)).answer == "1934"
+    assert trajectory_calls[0].sampling_params["stop"] == ["</search>", "</answer>", "</conclusion>"]
 
 
 async def test_malformed_action_ends_episode(make_worker, retriever):

@@ -57,6 +57,29 @@ def _question_in(text: str, qa: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return best
 
 
+def _hiprag_turn(response: str, row: dict[str, Any], kind: str, gold: str) -> str:
+    """The scripted HiPRAG turn after the observations already in ``response``."""
+    searches = response.count("</context>")
+    if kind == "common-knowledge":
+        return (
+            f"<think><step><reasoning>I know this.</reasoning><conclusion>{gold}</conclusion></step></think>\n"
+            f"<answer>{gold}</answer>"
+        )
+    if searches == 0:
+        return f"<think><step><reasoning>Look it up.</reasoning><search>{row['question']}</search>"
+    if kind == "single-hop":
+        return f"{gold}</conclusion></step></think>\n<answer>{gold}</answer>"
+    if searches == 1:
+        return (
+            "a first fact</conclusion></step>"
+            "<step><reasoning>One more hop.</reasoning><search>second hop details</search>"
+        )
+    return (
+        f"a second fact</conclusion></step><step><reasoning>Combine both.</reasoning>"
+        f"<conclusion>{WRONG}</conclusion></step></think>\n<answer>{WRONG}</answer>"
+    )
+
+
 def policy_reply(fmt: str, prompt: str, qa: dict[str, dict[str, Any]]) -> str:
     """The scripted policy's next generation (see the module docstring)."""
     if "Please answer the following question or provide relevant information" in prompt:  # HiPRAG re-answer
@@ -70,25 +93,10 @@ def policy_reply(fmt: str, prompt: str, qa: dict[str, dict[str, Any]]) -> str:
     final = gold if kind != "multi-hop" else WRONG
     response = prompt.rsplit("<|im_start|>assistant", 1)[-1]  # the instructions mention the tags too
     if fmt == "hiprag":
-        searches = response.count("</context>")
-        if kind == "common-knowledge":
-            return (
-                f"<think><step><reasoning>I know this.</reasoning><conclusion>{gold}</conclusion></step></think>\n"
-                f"<answer>{gold}</answer>"
-            )
-        if searches == 0:
-            return f"<think><step><reasoning>Look it up.</reasoning><search>{row['question']}</search>"
-        if kind == "single-hop":
-            return f"{gold}</conclusion></step></think>\n<answer>{gold}</answer>"
-        if searches == 1:
-            return (
-                "a first fact</conclusion></step>"
-                "<step><reasoning>One more hop.</reasoning><search>second hop details</search>"
-            )
-        return (
-            f"a second fact</conclusion></step><step><reasoning>Combine both.</reasoning>"
-            f"<conclusion>{WRONG}</conclusion></step></think>\n<answer>{WRONG}</answer>"
-        )
+        reply = _hiprag_turn(response, row, kind, gold)
+        # the loop also stops at </conclusion> (HiPRAG Alg. 1): continue a turn already partly generated
+        done = response.rsplit("</context>\n<conclusion>", 1)[-1] if "</context>" in response else response[1:]
+        return reply[len(done) :] if done and reply.startswith(done) else reply
     searches = response.count("</information>")
     want = {"common-knowledge": 0, "single-hop": 1, "multi-hop": 2}[kind]
     if searches < want:

@@ -201,7 +201,10 @@ def test_action_spec_drives_algorithm_1():
     finished = generated + observation + " Dr. Lisa Su </conclusion>\n</step>\n</think>\n<answer>Lisa Su</answer>"
     assert hiprag.check_format(finished) == (1, 1)  # the environment's text completes a valid step
     assert spec.extract_action(finished).kind == "answer"
-    assert spec.force_answer_prefix == "</think>\n<answer>" and spec.max_searches == 4
+    # Alg. 1: B counts steps; after the B-th </conclusion> the step, the think block are closed and the answer opened
+    assert spec.force_answer_prefix == "</step>\n</think>\n<answer>" and spec.budget == 4
+    assert spec.budget_unit == "steps" and spec.step_close == "</conclusion>" and spec.after_budget == "force"
+    assert spec.turn_stop == ("</search>", "</answer>", "</conclusion>")
 
 
 def test_prompt_is_figure_4():

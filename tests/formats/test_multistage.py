@@ -72,7 +72,7 @@ def test_information_content_is_opaque():
 
 def test_action_spec_and_prompt():
     spec = multistage.ACTION_SPEC
-    assert "</search>" in spec.stop and spec.max_searches == 5
+    assert "</search>" in spec.stop and spec.budget == 5 and spec.after_budget == "final_turn"
     assert spec.extract_action("<think>t</think><search>Lavinia Dickinson father death</search>").content == (
         "Lavinia Dickinson father death"
     )

@@ -35,7 +35,7 @@ def test_every_format_round_trips_its_action_and_prompt(name):
     assert close_tag in spec.stop and spec.answer_tags[1] in spec.stop
     action = spec.extract_action(f"{open_tag} some query {close_tag}")
     assert (action.kind, action.content) == ("search", "some query")
-    assert "{docs}" in spec.observation_template and spec.max_searches >= 1
+    assert "{docs}" in spec.observation_template and spec.budget >= 1
     assert "Doc 1(Title: T) body" in spec.render_observation([{"id": "0", "contents": "T\nbody"}])
     assert spec.answer_tags[0] in spec.force_answer_prefix
     assert "question" in fmt.prompt.slots

@@ -101,7 +101,7 @@ def test_json_tool_calls_are_read_as_queries():
 def test_action_spec_follows_algorithm_2():
     spec = searchp1.ACTION_SPEC
     assert spec.response_prefix == "<reasoning>"  # Alg. 2 l. 1
-    assert spec.stop == ("</tool_call>", "</answer>") and spec.max_searches == 4
+    assert spec.stop == ("</tool_call>", "</answer>") and spec.budget == 4 and spec.after_budget == "force"
     generated = spec.response_prefix + "1. band 2. singer</reasoning>\n<tool_call> Art Brut singer </tool_call>"
     assert spec.extract_action(generated).content == "Art Brut singer"
     observation = spec.render_observation([{"contents": '"Art Brut"\nArt Brut are a rock band.'}])

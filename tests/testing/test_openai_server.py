@@ -127,8 +127,20 @@ def test_httpx_text_completion_schema_and_usage(server: FakeOpenAIServer, http: 
     assert body["object"] == "text_completion"
     assert body["id"].startswith("cmpl-")
     assert body["model"] == "base"
-    assert body["choices"] == [{"index": 0, "text": "one two", "logprobs": None, "finish_reason": "stop"}]
+    assert body["choices"] == [
+        {"index": 0, "text": "one two", "logprobs": None, "finish_reason": "stop", "stop_reason": None}
+    ]
     assert body["usage"] == {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+
+
+def test_text_completion_names_the_stop_string_like_vllm(http: httpx.Client) -> None:
+    # vLLM's stop_reason: which stop string ended the completion (the loop restores it when the text lacks it)
+    with FakeOpenAIServer(replies="a b</conclusion> c") as srv:
+        resp = http.post(
+            f"{srv.base_url}/completions", json={"model": "m", "prompt": "p", "stop": ["</x>", "</conclusion>"]}
+        )
+    choice = resp.json()["choices"][0]
+    assert (choice["text"], choice["finish_reason"], choice["stop_reason"]) == ("a b", "stop", "</conclusion>")
 
 
 def test_httpx_models_list(http: httpx.Client) -> None:
