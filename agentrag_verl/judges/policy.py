@@ -4,11 +4,11 @@ A failed :class:`~agentrag_verl.judges.client.Verdict` has ``ok=False``; the fun
 the value the reward consumes, applying the use's error policy. Failures are counted by the client's metrics
 (``judge/failures/<kind>``) whatever the policy.
 
-- HiPRAG step judges (SPEC §1 Decision), :class:`HipragErrorPolicy`: ``exclude`` (default; the step leaves the
-  bonus's numerator and denominator), ``optimal`` (counts as correct, as the authors' code does) or
+- HiPRAG step judges (``docs/decisions.md#hiprag``), :class:`HipragErrorPolicy`: ``exclude`` (default; the step
+  leaves the bonus's numerator and denominator), ``optimal`` (counts as correct, as the authors' code does) or
   ``suboptimal`` (counts as over-/under-search).
 - Multi-stage correctness (B.4 judge), :class:`CorrectnessFallback`: ``exact_match`` (default), ``cover_exact_match``
-  (SPEC §0.1 string metrics decide) or ``incorrect``.
+  (the string metrics decide) or ``incorrect``.
 - ReasonRAG process score (Eq. 6), :class:`ProcessScoreFallback`: ``rollout`` (default; ``None``, the caller
   estimates the node by SPRE rollouts, Eq. 1) or ``zero``.
 - Search-P1 evaluator (Figure 9): :data:`OUTCOME_ONLY_EVALUATION` (path reward 0, outcome by exact match).
@@ -56,7 +56,7 @@ def _choose(enum_cls: type[E], value: Any, key: str) -> E:
 
 
 class HipragErrorPolicy(str, enum.Enum):
-    """HiPRAG: how a step whose judge failed enters the process bonus ``Ncorr / N`` (SPEC §1 Decision)."""
+    """HiPRAG: how a step whose judge failed enters the process bonus ``Ncorr / N`` (``docs/decisions.md#hiprag``)."""
 
     EXCLUDE = "exclude"
     """The step leaves numerator and denominator; if no step is judged the bonus is 0 (our default)."""
@@ -70,7 +70,7 @@ class CorrectnessFallback(str, enum.Enum):
     """Multi-stage paper: what decides correctness when the YES/NO judge fails."""
 
     EXACT_MATCH = "exact_match"
-    """Exact match against the references (SPEC §0.1)."""
+    """Exact match against the references (normalized as SQuAD / Search-R1 do)."""
     COVER_EXACT_MATCH = "cover_exact_match"
     """Cover exact match (a normalized reference is a substring of the prediction)."""
     INCORRECT = "incorrect"
@@ -124,7 +124,7 @@ def hiprag_step_optimal(
     >>> print(hiprag_step_optimal(Verdict(None, None, False, "timeout"), "under_search", "exclude"))
     None
     """
-    policy = _choose(HipragErrorPolicy, policy, "reward.hiprag.judge_error_policy")
+    policy = _choose(HipragErrorPolicy, policy, "reward.reward_kwargs.judge_error_policy")
     if detector not in ("over_search", "under_search"):
         raise ValueError(f"Unknown HiPRAG detector {detector!r}; choose one of ['over_search', 'under_search']")
     if verdict.ok:
@@ -154,7 +154,7 @@ def multistage_is_correct(
     >>> multistage_is_correct(Verdict(None, None, False, "timeout"), "Paris", ["paris"])
     True
     """
-    fallback = _choose(CorrectnessFallback, fallback, "reward.multistage.judge_fallback")
+    fallback = _choose(CorrectnessFallback, fallback, "reward.reward_kwargs.judge_fallback")
     if prediction is None:
         return False
     if verdict.ok:

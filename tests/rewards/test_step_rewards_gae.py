@@ -105,10 +105,52 @@ def test_manager_class_loads_through_verl_fqn_loader():
 
 
 def test_fallback_without_agent_fields_puts_everything_last():
-    from agentrag_verl.rewards.managers.autosearch import _positions
+    from agentrag_verl.agent_loops.steps import step_positions
 
-    assert _positions({}, 2) == ([-1, -1, -1], True)
+    assert step_positions({}, 2) == ([-1, -1, -1], True)
     assert json.loads(json.dumps([[-1, 0.5]])) == [[-1, 0.5]]
+
+
+def _output(info: dict, mask: list[int], score: float = 1.5):
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+
+    return AgentLoopOutput(
+        prompt_ids=[1, 2],
+        response_ids=list(range(10, 10 + len(mask))),
+        response_mask=mask,
+        reward_score=score,
+        metrics=AgentLoopMetrics(),
+        extra_fields={"reward_extra_info": dict(info)},
+    )
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["not json", json.dumps({"0": 1.0}), json.dumps([[0, "x"]]), json.dumps([[0.5, 1.0]]), json.dumps([[0, None]])],
+)
+def test_undecodable_placement_is_counted_and_logged_not_silent(raw, caplog):
+    from agentrag_verl.rewards.managers.step_rewards import PLACEMENT_ERRORS_KEY, StepRewardOutput, with_token_rewards
+
+    output = _output({"score": 1.5, "_agentrag_token_rewards": raw}, [1, 1, 0, 1])
+    with caplog.at_level("WARNING", logger="agentrag_verl.rewards.managers.step_rewards"):
+        out = with_token_rewards(output)
+    # verl's scalar stays on the last token (the output is not replaced), but the failure is counted and logged
+    assert not isinstance(out, StepRewardOutput)
+    assert out.extra_fields["reward_extra_info"][PLACEMENT_ERRORS_KEY] == 1.0
+    assert "_agentrag_token_rewards" not in out.extra_fields["reward_extra_info"]
+    assert any(PLACEMENT_ERRORS_KEY in r.getMessage() for r in caplog.records)
+
+
+def test_placement_outside_the_response_is_counted_and_placed_last(caplog):
+    from agentrag_verl.rewards.managers.step_rewards import PLACEMENT_ERRORS_KEY, with_token_rewards
+
+    # index 9 does not exist in a 4-token response: the reward goes to the last model token and the sample counts
+    out = with_token_rewards(_output({"_agentrag_token_rewards": json.dumps([[1, 0.5], [9, 1.0]])}, [1, 1, 0, 1]))
+    assert out.token_rewards == [0.0, 0.5, 0.0, 1.0]
+    assert out.extra_fields["reward_extra_info"][PLACEMENT_ERRORS_KEY] == 1.0
+    # a good placement sets the key to 0, so every sample of a per-step run has it (verl stacks identical keys)
+    ok = with_token_rewards(_output({"_agentrag_token_rewards": json.dumps([[1, 0.5], [-1, 1.0]])}, [1, 1, 0, 1]))
+    assert ok.extra_fields["reward_extra_info"][PLACEMENT_ERRORS_KEY] == 0.0 and ok.token_rewards[-1] == 1.0
 
 
 @pytest.mark.parametrize("module", ["sample", "step_rewards"])

@@ -20,7 +20,14 @@ from .sample import Sample, read_sample
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AgentRagRewardManager", "reward_kwargs", "COMMON_KEYS", "JudgeStartupError"]
+__all__ = [
+    "AgentRagRewardManager",
+    "reward_kwargs",
+    "COMMON_KEYS",
+    "JudgeStartupError",
+    "options_from_config",
+    "validate_options",
+]
 
 COMMON_KEYS: tuple[str, ...] = (
     "score",
@@ -164,10 +171,23 @@ class AgentRagRewardManager(RewardManagerBase):
         return {"reward_score": result["score"], "reward_extra_info": result}
 
 
-def options_from_config(cls: type, config: Mapping[str, Any] | Any | None, ignore: tuple[str, ...] = ()) -> Any:
-    """Build an options dataclass from ``reward.reward_kwargs``; unknown keys fail with the valid names.
+REWARD_KWARGS = "reward.reward_kwargs"
+"""Where the managers' options live in verl's config (and the key path the error messages name)."""
 
-    Keys in ``ignore`` (verl's own reward kwargs such as ``overlong_buffer_cfg``) are skipped.
+JUDGE_FIELDS = ("judge", "over_search_judge", "under_search_judge")
+"""Option fields holding a :class:`~agentrag_verl.judges.JudgeConfig` mapping, checked when the manager is built."""
+
+
+def options_from_config(cls: type, config: Mapping[str, Any] | Any | None, ignore: tuple[str, ...] = ()) -> Any:
+    """Build an options dataclass from ``reward.reward_kwargs``; invalid options fail here, when the manager is built.
+
+    Checks: unknown keys (the message lists the valid ones), every ``Literal[...]`` field against its choices, and
+    every judge mapping (:data:`JUDGE_FIELDS`) against :class:`~agentrag_verl.judges.JudgeConfig`; each message names
+    the config key (``reward.reward_kwargs.<name>``). Keys in ``ignore`` (verl's own reward kwargs such as
+    ``overlong_buffer_cfg``) are skipped.
+
+    Raises:
+        ValueError: An unknown key or an invalid value.
     """
     import dataclasses
 
@@ -178,6 +198,63 @@ def options_from_config(cls: type, config: Mapping[str, Any] | Any | None, ignor
     if unknown:
         raise ValueError(
             f"Unknown reward option(s) {unknown} for {cls.__name__}; choose from {sorted(names)}; "
-            "set them under reward.reward_kwargs"
+            f"set them under {REWARD_KWARGS}"
         )
-    return cls(**{k: v for k, v in values.items() if k in names})
+    options = cls(**{k: v for k, v in values.items() if k in names})
+    validate_options(options)
+    return options
+
+
+def validate_options(options: Any, prefix: str = REWARD_KWARGS) -> None:
+    """Check an options dataclass: ``Literal`` fields hold one of their choices, judge mappings are valid configs.
+
+    >>> from dataclasses import dataclass
+    >>> from typing import Literal
+    >>> @dataclass
+    ... class O:
+    ...     policy: Literal["exclude", "optimal"] = "exclude"
+    >>> validate_options(O("exclud"))
+    Traceback (most recent call last):
+    ValueError: Invalid reward option reward.reward_kwargs.policy='exclud': choose one of ['exclude', 'optimal']
+    """
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(type(options))
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        choices = _literal_choices(hints.get(f.name))
+        if choices is not None and not any(value == c and type(value) is type(c) for c in choices):
+            if not (value is None and None in choices):
+                raise ValueError(
+                    f"Invalid reward option {prefix}.{f.name}={value!r}: choose one of "
+                    f"{[c for c in choices if c is not None]}"
+                )
+        if f.name in JUDGE_FIELDS and value:
+            from agentrag_verl.judges import JudgeConfig
+
+            try:
+                JudgeConfig.from_config(value)
+            except ValueError as exc:
+                raise ValueError(f"Invalid judge config {prefix}.{f.name}: {exc}") from None
+
+
+def _literal_choices(hint: Any) -> tuple[Any, ...] | None:
+    """The allowed values of ``Literal[...]`` (or ``Literal[...] | None``, with None among them); else ``None``."""
+    import types
+    import typing
+
+    if hint is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin is typing.Literal:
+        return typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        literals = [a for a in args if typing.get_origin(a) is typing.Literal]
+        if literals and all(typing.get_origin(a) is typing.Literal or a is type(None) for a in args):
+            out: list[Any] = [v for a in literals for v in typing.get_args(a)]
+            if type(None) in args:
+                out.append(None)
+            return tuple(out)
+    return None

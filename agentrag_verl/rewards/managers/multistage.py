@@ -1,4 +1,5 @@
-"""Multi-stage reward manager (SPEC §2): ``r = r_a + r_s + r_f`` with the stage from verl's training step.
+"""Multi-stage reward manager (``docs/decisions.md#multi-stage``): ``r = r_a + r_s + r_f`` with the stage from verl's
+training step.
 
 Stage switch (both documented in the README):
 
@@ -34,7 +35,7 @@ __all__ = ["MultistageOptions", "MultistageRewardManager", "fetch_embeddings"]
 class MultistageOptions:
     """``reward.reward_kwargs`` of :class:`MultistageRewardManager`."""
 
-    stage: int | None = None
+    stage: Literal[1, 2] | None = None
     """Fixed stage 1 or 2 (two-run schedule); ``None`` = decide by ``stage_switch_step``."""
     stage_switch_step: int | None = None
     """Training step from which stage 2 applies (one-run schedule)."""

@@ -1,4 +1,4 @@
-"""Search-P1 reward manager (SPEC §4): Algorithm 3 with the dual-track evaluator (Figure 9).
+"""Search-P1 reward manager (``docs/decisions.md#search-p1``): Algorithm 3 with the dual-track evaluator (Figure 9).
 
 Composed of :mod:`agentrag_verl.rewards.parts`: :class:`~agentrag_verl.rewards.parts.SearchP1Reward` (Eq. 4) over
 the format level, :class:`~agentrag_verl.rewards.parts.SearchP1Path` and

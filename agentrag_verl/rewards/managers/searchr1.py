@@ -1,4 +1,4 @@
-"""Search-R1 reward manager (SPEC §6): v0.1 exact match or v0.3 outcome + format, on the Search-R1 format."""
+"""Search-R1 reward manager: v0.1 exact match or v0.3 outcome + format, on the Search-R1 format."""
 
 from __future__ import annotations
 
