@@ -1,9 +1,11 @@
-"""``agentrag-verl reasonrag {generate,pairs,train}``: ReasonRAG data generation and step-level DPO (SPEC §3).
+"""``agentrag-verl reasonrag {generate,pairs,train}``: ReasonRAG data generation and step-level DPO (decisions:
+``docs/decisions.md#reasonrag``).
 
 ``generate`` searches FlashRAG-layout questions with MCTS + SPRE against a policy behind any OpenAI-compatible
 endpoint and the Search-R1 wire-format retriever, and writes RAG-ProGuide (see
 :mod:`agentrag_verl.reasonrag.generate`). ``pairs`` rebuilds the pairs and statistics of an output directory with
-other filters. ``train dpo|sft`` runs TRL (see :mod:`agentrag_verl.reasonrag.train`).
+other filters (branches without a final answer are pruned unless ``--keep-unanswered``). ``train dpo|sft`` runs TRL
+(see :mod:`agentrag_verl.reasonrag.train`; DPO's β defaults to the paper's 0.3).
 
 This module imports nothing heavy: the CLI's parser is built on every ``agentrag-verl`` call.
 """
@@ -91,7 +93,18 @@ def _pair_args(p: argparse.ArgumentParser, pa: Any) -> None:
     g = p.add_argument_group("pairs")
     g.add_argument("--min-gap", type=float, default=pa.min_gap, help="Smallest reward gap of a pair (0.01).")
     g.add_argument("--distinct", choices=["content", "text"], default=pa.distinct, help="What must differ.")
+    g.add_argument(
+        "--keep-unanswered",
+        action="store_true",
+        help="Keep branches that never reached a final answer (pruned by default, ReasonRAG §2.2.3).",
+    )
     g.add_argument("--stats-tokenizer", help="HF tokenizer for the token statistics (default: whitespace words).")
+
+
+def _pair_config(args: argparse.Namespace) -> Any:
+    from agentrag_verl.reasonrag.pairs import PairConfig
+
+    return PairConfig(min_gap=args.min_gap, distinct=args.distinct, prune_unanswered=not args.keep_unanswered)
 
 
 def _token_counter(name: str | None) -> Any:
@@ -108,7 +121,6 @@ async def _run_generate(args: argparse.Namespace) -> int:
 
     from agentrag_verl.reasonrag.generate import GenerateError, generate, load_questions
     from agentrag_verl.reasonrag.mcts import MCTSConfig, MCTSEnv
-    from agentrag_verl.reasonrag.pairs import PairConfig
     from agentrag_verl.reasonrag.policy import PolicyClient, PolicyConfig
     from agentrag_verl.tools.retriever_client import RetrieverClient, RetrieverConfig
 
@@ -143,7 +155,7 @@ async def _run_generate(args: argparse.Namespace) -> int:
         timeout_s=args.policy_timeout,
         max_retries=args.policy_retries,
     )
-    pairs = PairConfig(min_gap=args.min_gap, distinct=args.distinct)
+    pairs = _pair_config(args)
     policy = PolicyClient(policy_config)
     retriever = RetrieverClient(RetrieverConfig(url=args.retriever_url, topk=args.topk))
     judge = None
@@ -204,12 +216,9 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_pairs(args: argparse.Namespace) -> int:
     from agentrag_verl.reasonrag.generate import GenerateError, build_dataset
-    from agentrag_verl.reasonrag.pairs import PairConfig
 
     try:
-        stats = build_dataset(
-            args.out, PairConfig(min_gap=args.min_gap, distinct=args.distinct), _token_counter(args.stats_tokenizer)
-        )
+        stats = build_dataset(args.out, _pair_config(args), _token_counter(args.stats_tokenizer))
     except (GenerateError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

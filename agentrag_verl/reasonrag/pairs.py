@@ -1,9 +1,12 @@
 """RAG-ProGuide: step-level preference pairs from finished MCTS trees, and the dataset statistics of Table 1
-(Zhang et al., §2.2.3; SPEC §3).
+(Zhang et al., §2.2.3; decisions in ``docs/decisions.md#reasonrag``).
 
 For every node with at least two children that have a pair value (``Node.reward``), every pair of those children
 is a candidate (the authors' code; with ``max_children=2`` that is one pair per node). The higher-valued child is
-*chosen*, the lower *rejected*. A pair is kept when
+*chosen*, the lower *rejected*. Branches that never reached a final answer are pruned first (§2.2.3: "we prune all
+branches that do not yield a final answer"; ``prune_unanswered``, on by default): a child takes part only if it
+answered, or one of its descendants in the tree or one of its SPRE rollouts did (:func:`answered_nodes`). The pruning
+applies to the pairs; the search's statistics (visits, Q) are those of the whole tree. A pair is kept when
 
 - the reward gap is at least ``min_gap`` (0.01, the paper: "pairs with a reward difference less than 0.01" are
   removed; compared with a 1e-9 tolerance so 0.11 - 0.10 counts as 0.01),
@@ -12,8 +15,8 @@ is a candidate (the authors' code; with ``max_children=2`` that is one pair per 
   queries with the same query text or two answers with the same answer are not a preference however their prose
   differs,
 - the chosen step is a well-formed action (query / evidence / answer; the authors' code drops pairs whose chosen
-  step is "Other"). A rejected step may be malformed (``invalid``): preferring a well-formed step to it is a
-  useful signal.
+  step is "Other"). With ``prune_unanswered=False`` a rejected step may be malformed (``invalid``); by default such
+  a step, which ends its branch without an answer, is pruned.
 
 Each pair is written in TRL's conversational preference format, ready for ``DPOTrainer``: ``prompt`` is the chat
 messages the policy saw for that step (Figure 12 / 13 system prompt; the question and the previous steps, and for
@@ -38,7 +41,7 @@ from typing import Any, Literal
 
 from .tree import ACTION_NAMES, Node, Tree, normalize_text
 
-__all__ = ["PairConfig", "build_pairs", "dataset_statistics", "statistics_markdown"]
+__all__ = ["PairConfig", "answered_nodes", "build_pairs", "dataset_statistics", "statistics_markdown"]
 
 _LETTER = {"query": "Q", "evidence": "E", "answer": "A", "invalid": "I"}
 _GAP_TOLERANCE = 1e-9
@@ -54,6 +57,10 @@ class PairConfig:
     distinct: Literal["content", "text"] = "content"
     """``content``: the steps must differ in text and in action content (authors' code); ``text``: in text only."""
 
+    prune_unanswered: bool = True
+    """Leave out branches that never reached a final answer (§2.2.3); False keeps them (e.g. a malformed step as the
+    rejected side, or a query whose rollouts never answered)."""
+
     def __post_init__(self) -> None:
         if self.min_gap < 0:
             raise ValueError(f"pairs.min_gap must be >= 0, got {self.min_gap}")
@@ -67,6 +74,30 @@ def _same(a: Node, b: Node, distinct: str) -> bool:
     if distinct == "content" and a.action == b.action and a.content is not None and b.content is not None:
         return normalize_text(a.content).lower() == normalize_text(b.content).lower()
     return False
+
+
+def answered_nodes(tree: Tree) -> set[int]:
+    """Ids of the nodes whose branch yields a final answer: an answer node, a node with a descendant in the tree that
+    answered, or a node one of whose SPRE rollouts ended in an answer.
+
+    >>> tree = Tree.new("q", ["a"])
+    >>> query = tree.add_child(tree.root, stage="grounding", text="So the next query is <query>x</query>",
+    ...                        action="query", content="x")
+    >>> stuck = tree.add_child(tree.root, stage="terminal", text="I am not sure.", action="invalid")
+    >>> evidence = tree.add_child(query, stage="reasoning", text="<evidence>e</evidence>", action="evidence")
+    >>> evidence.rollouts = [{"answer": None, "steps": 2}, {"answer": "a", "steps": 3}]
+    >>> sorted(answered_nodes(tree))  # the root, the query (through its child) and the evidence (a rollout)
+    [0, 1, 3]
+    """
+    reached: set[int] = set()
+    for node in reversed(tree.nodes):  # children are appended after their parent: visit them first
+        if (
+            (node.action == "answer" and node.content is not None)
+            or any(isinstance(r, Mapping) and r.get("answer") is not None for r in node.rollouts)
+            or any(c in reached for c in node.children)
+        ):
+            reached.add(node.id)
+    return reached
 
 
 def build_pairs(
@@ -84,9 +115,14 @@ def build_pairs(
         Pair records (JSON-serializable), in breadth-first order of their parent node.
     """
     config = config or PairConfig()
+    answered = answered_nodes(tree) if config.prune_unanswered else None
     pairs: list[dict[str, Any]] = []
     for parent in tree.walk():
-        rated = [c for c in tree.children(parent) if c.reward is not None and c.action is not None]
+        rated = [
+            c
+            for c in tree.children(parent)
+            if c.reward is not None and c.action is not None and (answered is None or c.id in answered)
+        ]
         if len(rated) < 2:
             continue
         prompt = None

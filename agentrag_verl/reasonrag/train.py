@@ -1,9 +1,11 @@
-"""Step-level DPO on RAG-ProGuide (Eq. 3) and the SFT-on-chosen baseline, with TRL (SPEC §3; verl has no DPO).
+"""Step-level DPO on RAG-ProGuide (Eq. 3) and the SFT-on-chosen baseline, with TRL (ReasonRAG §2.3; verl has no DPO).
 
 Eq. 3 is DPO on single steps: the prompt is the question with the previous steps ``(x, y_<t)`` (the stage's chat
 messages, exactly what the agent loop sends at inference), the responses are the preferred and dispreferred next
 steps ``y_t^w`` / ``y_t^l``. ``pairs.jsonl`` from ``agentrag-verl reasonrag generate`` is already in TRL's
-conversational preference format, so :class:`trl.DPOTrainer` consumes it as is (sigmoid loss, ``beta`` 0.3).
+conversational preference format, so :class:`trl.DPOTrainer` consumes it as is (sigmoid loss). β defaults to the
+authors' 0.3 however the training is launched, with or without a config file
+(:class:`~agentrag_verl.reasonrag.dpo_config.ProGuideDPOConfig`; TRL's own default is 0.1).
 
 The SFT baseline (Table 3, "ReasonRAG (SFT)": "we use the preferred responses from the RAG-ProGuide preference pairs
 as ground truth and apply supervised fine-tuning") trains :class:`trl.SFTTrainer` on prompt-completion rows
@@ -138,9 +140,11 @@ def split_by_question(
 
 
 def _parser(mode: str) -> Any:
-    from trl import DPOConfig, ModelConfig, SFTConfig, TrlParser
+    from trl import ModelConfig, SFTConfig, TrlParser
 
-    config = {"dpo": DPOConfig, "sft": SFTConfig}[mode]
+    from .dpo_config import ProGuideDPOConfig
+
+    config = {"dpo": ProGuideDPOConfig, "sft": SFTConfig}[mode]
     return TrlParser((ProGuideArguments, config, ModelConfig), prog=f"agentrag-verl reasonrag train {mode}")
 
 

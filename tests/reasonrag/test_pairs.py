@@ -13,8 +13,10 @@ ANS = "So the answer is <answer>{}</answer>"
 DOCS = [{"id": "10", "contents": '"Marrow & Tilde"\nFounded in 1934 by Orla Brennick.'}]
 
 
-def tree_with(children: list[tuple[str, float | None]], stage: str = "reasoning") -> Tree:
-    """A root (or, for stage 'grounding', a query node) whose children are the given (text, reward)."""
+def tree_with(children: list[tuple[str, float | None]], stage: str = "reasoning", answered: bool = True) -> Tree:
+    """A root (or, for stage 'grounding', a query node) whose children are the given (text, reward). A child that is
+    not itself an answer gets one SPRE rollout that ended in an answer when ``answered`` (its branch then yields a
+    final answer, §2.2.3), else one that did not."""
     tree = Tree.new("When was Marrow & Tilde founded?", ["1934"])
     parent = tree.root
     if stage == "grounding":
@@ -24,6 +26,8 @@ def tree_with(children: list[tuple[str, float | None]], stage: str = "reasoning"
         action, content = classify_step(parent.stage, text)
         child = tree.add_child(parent, stage="terminal", text=text, action=action, content=content)
         child.reward, child.visits = reward, 1
+        if action != "answer":
+            child.rollouts = [{"answer": "1934" if answered else None, "steps": 3, "f1": 1.0, "value": 0.7}]
     return tree
 
 
@@ -79,11 +83,24 @@ def test_identical_text_and_content_filters():
 
 
 def test_malformed_steps_only_as_rejected():
-    good_over_bad = tree_with([(ANS.format("1934"), 0.8), ("I am not sure.", 0.0)])
-    (pair,) = build_pairs(good_over_bad)
+    keep = PairConfig(prune_unanswered=False)
+    good_over_bad = tree_with([(ANS.format("1934"), 0.8), ("I am not sure.", 0.0)], answered=False)
+    (pair,) = build_pairs(good_over_bad, keep)
     assert (pair["chosen_action"], pair["rejected_action"]) == ("answer", "invalid")
-    bad_over_good = tree_with([("I am not sure.", 0.8), (ANS.format("1950"), 0.0)])
-    assert build_pairs(bad_over_good) == []
+    bad_over_good = tree_with([("I am not sure.", 0.8), (ANS.format("1950"), 0.0)], answered=False)
+    assert build_pairs(bad_over_good, keep) == []
+
+
+def test_branches_without_an_answer_are_pruned_by_default():
+    # §2.2.3: "we prune all branches that do not yield a final answer". The malformed step ends its branch without
+    # an answer, and so does a query whose rollouts never answered: neither is in a pair, on either side.
+    stuck = tree_with([(ANS.format("1934"), 0.8), ("I am not sure.", 0.0)], answered=False)
+    assert build_pairs(stuck) == []
+    dead_query = tree_with([(ANS.format("1950"), 0.1), (Q.format("Marrow & Tilde founded"), 0.6)], answered=False)
+    assert build_pairs(dead_query) == [] and len(build_pairs(dead_query, PairConfig(prune_unanswered=False))) == 1
+    # A query whose SPRE rollout reached an answer is a live branch: the pair stays.
+    live_query = tree_with([(ANS.format("1950"), 0.1), (Q.format("Marrow & Tilde founded"), 0.6)])
+    assert [p["chosen_action"] for p in build_pairs(live_query)] == ["query"]
 
 
 def test_all_sibling_pairs_and_unrated_children():

@@ -160,3 +160,28 @@ def test_recipe_yamls_parse_into_trl_configs():
         assert (model.model_name_or_path, data.val_size) == ("Qwen/Qwen2.5-7B-Instruct", 0.1)
         if mode == "dpo":
             assert (args.beta, args.loss_type) == (0.3, ["sigmoid"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "beta"),
+    [
+        ([], 0.3),  # no config file: ReasonRAG's β = 0.3 (Eq. 3, authors' pref_beta), not TRL's 0.1
+        (["--beta", "0.5"], 0.5),  # the command line wins
+        (["--config", "CONFIG"], 0.2),  # so does a config file
+    ],
+)
+def test_dpo_beta_defaults_to_the_paper_however_launched(extra, beta, tmp_path, monkeypatch):
+    from agentrag_verl import cli
+    from agentrag_verl.reasonrag import train as train_module
+
+    config = tmp_path / "dpo.yaml"
+    config.write_text("beta: 0.2\n")
+    extra = [str(config) if a == "CONFIG" else a for a in extra]
+    seen = []
+    monkeypatch.setattr(train_module, "train", lambda mode, data, args, model: seen.append((mode, args.beta)))
+    argv = ["--model_name_or_path", "m", "--output_dir", str(tmp_path / "o"), "--report_to", "none", "--bf16", "false"]
+    argv += extra
+    # the console command and the module entry point build the same parser
+    assert cli.main(["reasonrag", "train", "dpo", *argv]) == 0
+    assert train_module.main(["dpo", *argv]) == 0
+    assert seen == [("dpo", beta), ("dpo", beta)]
