@@ -1,4 +1,4 @@
-"""Multi-stage reward of "Learning When to Search" (SPEC §2).
+"""Multi-stage reward of "Learning When to Search" (decisions: ``docs/decisions.md#multi-stage``).
 
 Paper: Learning When to Search: multi-stage reward for reasoning models in agentic RAG, §3 (answer reward with
 stages, search reward Eq. 7-9, format reward), Table 4 ablations.
@@ -11,13 +11,17 @@ Total ``r = r_a + r_s + r_f`` (:func:`total_reward`):
   RC > 1: ``-avg_sim``, the mean pairwise cosine similarity of the query embeddings.
 - r_f (:func:`format_reward`): +1.0 when the response matches one of the two structures, else -1.0.
 
-Decisions (SPEC §2), parameters here:
+Decisions, parameters here:
 
 - ``pairwise="mean"`` (default, the text's "mean of pairwise similarities": sum over pairs i<j divided by the
   number of pairs ``N(N-1)/2``); ``pairwise="eq8"`` divides by ``N(N-1)`` as Eq. 8 prints, halving it.
 - Conciseness is rule-based (the paper names the rules, not thresholds): :class:`ConcisenessRules`; no leading
   question word, no trailing ``?``, at most ``max_query_words`` words, stopword/preposition ratio at most
-  ``max_stopword_ratio``.
+  ``max_stopword_ratio``. The question words are the interrogatives (what, who, whom, whose, which, when, where,
+  why, how), the paper's "question words". Auxiliaries (is, can, will, ...) do not count as question words by
+  default: they open names as often as questions ("Will Smith birth date", "Can Tho population"), and a yes/no
+  question usually ends in ``?`` or is stopword-heavy, which the other rules catch. ``auxiliary_openers=True``
+  (:data:`AUXILIARY_OPENERS`) restores the stricter reading.
 - ``use_search_reward=False`` is the Table 4 "w/o search reward" ablation; stage 1 / stage 2 alone are the
   "w/o stage two" / "w/o stage one" ablations.
 """
@@ -30,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "QUESTION_WORDS",
+    "AUXILIARY_OPENERS",
     "ConcisenessRules",
     "is_concise",
     "answer_reward",
@@ -40,9 +46,10 @@ __all__ = [
     "stage_for_step",
 ]
 
-QUESTION_WORDS = frozenset(
-    "what who whom whose which when where why how is are was were do does did can could should would will".split()
-)
+QUESTION_WORDS = frozenset("what who whom whose which when where why how".split())
+"""Interrogatives: a query starting with one is a natural-language question, not keywords."""
+AUXILIARY_OPENERS = frozenset("is are was were do does did can could should would will".split())
+"""Auxiliaries that open yes/no questions; leading question words only with ``auxiliary_openers`` (module docs)."""
 STOPWORDS = frozenset(
     (
         "a an the of in on at to for from by with about as into onto over under between through during before after "
@@ -62,7 +69,7 @@ class ConcisenessRules:
     max_stopword_ratio: float = 0.5
     """Largest fraction of stopwords/prepositions among the query's words."""
     question_words: frozenset[str] = field(default=QUESTION_WORDS)
-    """Words a concise query may not start with."""
+    """Words a concise query may not start with (add :data:`AUXILIARY_OPENERS` for the stricter reading)."""
     stopwords: frozenset[str] = field(default=STOPWORDS)
     """Words counted by ``max_stopword_ratio``."""
 
@@ -70,9 +77,11 @@ class ConcisenessRules:
 def is_concise(query: str, rules: ConcisenessRules | None = None) -> bool:
     """Whether a query is concise: keywords, not a natural-language question.
 
-    >>> is_concise("Eiffel Tower height")
-    True
-    >>> is_concise("What is the height of the Eiffel Tower?")
+    >>> is_concise("Eiffel Tower height"), is_concise("Will Smith birth date")
+    (True, True)
+    >>> is_concise("What is the height of the Eiffel Tower?"), is_concise("what year was Will Smith born")
+    (False, False)
+    >>> is_concise("Will Smith birth date", ConcisenessRules(question_words=QUESTION_WORDS | AUXILIARY_OPENERS))
     False
     """
     rules = rules or ConcisenessRules()

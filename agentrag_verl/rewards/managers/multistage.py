@@ -49,6 +49,9 @@ class MultistageOptions:
     """Conciseness rule: most words of a concise query."""
     max_stopword_ratio: float = 0.5
     """Conciseness rule: largest stopword/preposition fraction."""
+    auxiliary_openers: bool = False
+    """Conciseness rule: a query opening with an auxiliary (is, can, will, ...) is a question too. Off by default so
+    that "Will Smith birth date" is concise (``docs/decisions.md#multi-stage``)."""
     correctness: Literal["judge", "em", "cem"] = "judge"
     """Correct = LLM judge YES (paper), exact match, or cover exact match."""
     judge_fallback: Literal["exact_match", "cover_exact_match", "incorrect"] = "exact_match"
@@ -83,7 +86,11 @@ class MultistageRewardManager(ComposedRewardManager):
             correct = P.JudgeCorrectness(answer, o.judge, o.judge_fallback)
         searches = P.SearchCount("multistage")
         fmt = P.FormatCheck("multistage")
-        rules = fn.ConcisenessRules(max_query_words=o.max_query_words, max_stopword_ratio=o.max_stopword_ratio)
+        rules = fn.ConcisenessRules(
+            max_query_words=o.max_query_words,
+            max_stopword_ratio=o.max_stopword_ratio,
+            question_words=fn.QUESTION_WORDS | (fn.AUXILIARY_OPENERS if o.auxiliary_openers else frozenset()),
+        )
         search = P.MultistageSearch("multistage", o.embedding, o.pairwise, rules) if o.use_search_reward else None
         total = P.MultistageReward(
             P.MultistageAnswer(correct, searches, o.stage, o.stage_switch_step, o.beta),
