@@ -250,6 +250,10 @@ def test_paper_values():
     assert c.data.max_prompt_length + c.data.max_response_length == 4096
     assert c.actor_rollout_ref.rollout.agent.agent_loop_manager_class.endswith("StepRewardAgentLoopManager")
     assert c.reward.reward_kwargs.per_step is True
+    # Eq. 11-12 have no KL term and App. C gives none: no KL in the reward or the loss (HiPRAG's PPO keeps 0.001)
+    assert c.algorithm.use_kl_in_reward is False and c.actor_rollout_ref.actor.use_kl_loss is False
+    h = composed("hiprag/run_qwen2.5_3b_instruct_ppo.sh")
+    assert h.algorithm.use_kl_in_reward is True and h.algorithm.kl_ctrl.kl_coef == 0.001
     g = composed("autosearch/run_qwen2.5_3b_grpo.sh")
     assert (
         g.reward.reward_kwargs.per_step is False
