@@ -10,6 +10,10 @@ the format level, :class:`~agentrag_verl.rewards.parts.SearchP1Path` and
 take precedence. A question without a plan keeps Track A only (``|R_ref| = 0`` -> S_ref = 0), counted in
 ``sp1_missing_plan``. A failed evaluation falls back to :data:`~agentrag_verl.judges.policy.OUTCOME_ONLY_EVALUATION`
 (path 0, soft outcome 0).
+
+App. B.2's variants are decided in ``docs/decisions.md#search-p1``: self-consistency from three sampled paths with
+Jaccard agreement is not implemented (Track A follows Eq. 6 / Alg. 3), and the "0.5 decay for partial matches" is
+the evaluator's partial outcome score (0.5) inside Eq. 8.
 """
 
 from __future__ import annotations
