@@ -134,7 +134,8 @@ def intermediate_answers(extra_fields: Mapping[str, Any] | None, n: int) -> tupl
     """AutoSearch's intermediate answer a_t of each retrieval step t = 1..n (Eq. 4-5), and how many are missing.
 
     A record's ``step`` indexes ``agentrag_steps``; it is mapped to that step's retrieval ordinal, so a failed
-    generation leaves a gap instead of shifting later answers. Without step records the answers are taken in order.
+    generation leaves a gap instead of shifting later answers. When no step record is a retrieval step (no records:
+    a response scored outside the agent loop) the answers are taken in order.
 
     >>> fields = {"agentrag_steps": [{"kind": "search"}, {"kind": "search"}],
     ...           "agentrag_intermediate_answers": [{"step": 1, "answer": "Paris"}]}
@@ -145,12 +146,11 @@ def intermediate_answers(extra_fields: Mapping[str, Any] | None, n: int) -> tupl
 
     recs = _records((extra_fields or {}).get(F.INTERMEDIATE_ANSWERS))
     ordinal = {index: t for t, index in enumerate(retrieval_record_indices(extra_fields))}
-    has_records = bool(step_records(extra_fields))
     answers: list[str | None] = [None] * n
     found = 0
     recs.sort(key=lambda r: _int(r.get(F.AUX_STEP), 0))
     for k, rec in enumerate(recs):
-        slot = ordinal.get(_int(rec.get(F.AUX_STEP))) if has_records else k
+        slot = ordinal.get(_int(rec.get(F.AUX_STEP))) if ordinal else k
         if slot is None or slot >= n or answers[slot] is not None:
             continue
         ans, text = rec.get(F.AUX_ANSWER), rec.get(F.AUX_TEXT)

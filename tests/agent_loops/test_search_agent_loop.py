@@ -129,7 +129,7 @@ async def test_searchr1_two_searches_exact_tokens(make_worker, retriever):
     assert extra[F.NUM_SEARCHES][0] == 2 and extra[F.BUDGET_EXHAUSTED][0] is False
     assert extra[F.RETRIEVER_ERRORS][0] == 0 and extra[F.REANSWERS][0] == []
     assert extra[F.FORMAT][0] == "searchr1"
-    # Wire format: one query per request, top-k and scores (SPEC §0.3).
+    # Wire format: one query per request, top-k and scores (Search-R1's retrieval server API).
     assert retriever.requests[0] == {"queries": ["Orla Brennick"], "topk": 3, "return_scores": True}
     # Every trajectory generation continues the same token sequence (prompt + response so far).
     assert client.calls[1].prompt_ids[-len(enc(obs[0])) :] == enc(obs[0])

@@ -1,4 +1,4 @@
-"""Multi-stage format ("Learning When to Search"): the two structures of the format reward (SPEC §2)."""
+"""Multi-stage format ("Learning When to Search"): the two structures of the format reward (§3.3)."""
 
 import pytest
 

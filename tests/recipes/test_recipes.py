@@ -196,7 +196,7 @@ def composed(script: str, **env: str) -> Any:
 
 
 def test_paper_values():
-    """Spot checks of the values each recipe must carry (SPEC and the papers' setup sections)."""
+    """Spot checks of the values each recipe must carry (the papers' setup sections)."""
     c = composed("hiprag/run_qwen2.5_3b_instruct_ppo.sh")
     # HiPRAG §4.3: 400 steps, checkpoint every 50, temperature / top-p 1, top-3, λf 0.2, λp 0.4, judges' models
     assert (c.trainer.total_training_steps, c.trainer.save_freq) == (400, 50)
@@ -261,7 +261,7 @@ def test_paper_values():
     )
 
     c = composed("searchr1/run_qwen2.5_3b_ppo.sh")
-    # SPEC §6 v0.3 reward; Search-R1 App. B: KL 0.001 in the reward for PPO, critic on the policy's model
+    # Search-R1 v0.3 reward; Search-R1 App. B: KL 0.001 in the reward for PPO, critic on the policy's model
     assert (c.reward.reward_kwargs.variant, c.reward.reward_kwargs.lambda_f) == ("outcome_format", 0.2)
     assert c.algorithm.use_kl_in_reward is True and c.algorithm.kl_ctrl.kl_coef == 0.001
     assert c.critic.model.path == c.actor_rollout_ref.model.path
