@@ -303,3 +303,25 @@ async def test_hiprag_reanswer_pairs_with_its_own_search_step(make_worker, retri
 
     counts = await hiprag_step_judgements(judge, judge, sample.response, fields)
     assert counts["over_search"] == 1 and counts["missing_reanswers"] == 1 and counts["judged_search"] == 1
+
+
+async def test_autosearch_whole_budget_full_step_rewards(make_worker, retriever):
+    """AutoSearch (Search-R1 rollout, B = 2): two valid searches, then the final turn's search is cut and the answer
+    forced. Every step keeps its reward: no retrieval step is lost or added by the budget."""
+    worker = make_worker()
+    tok = worker.tokenizer
+    turns = [
+        search_turn("autosearch", "Orla Brennick"),
+        search_turn("autosearch", "Marrow & Tilde founded"),
+        "<think>One more.</think>\n<search>Asvik</search>",
+    ]
+    out, _ = await run(
+        worker, "autosearch", AutoSearchScript("autosearch", turns), retriever_url=retriever.url, budget=2
+    )
+    sample, ids, mask = sample_of(out, tok)
+    assert "Asvik" not in sample.response and out.non_tensor_batch[F.BUDGET_EXHAUSTED][0] is True
+    scored = await score(manager("autosearch", tok), sample)
+    # Eq. 1: two valid retrieval steps 0, 0; answer step valid +0.1; Eq. 2: EM 1. Eq. 6: a_1 = 1950, a_2 = 1934
+    # -> t_c = 2; Eq. 7: 0.4/2 - 0.05 = 0.15 twice; Eq. 9: 0, 1. r = [0.15, 1.15, 1.1], total 2.4
+    assert [r for _, r in scored.placements] == pytest.approx([0.15, 1.15, 1.1], abs=1e-6)
+    assert scored.info["as_steps"] == 3.0 and scored.score == pytest.approx(2.4, abs=1e-6)
