@@ -20,8 +20,8 @@ Decisions, parameters here:
   ``max_stopword_ratio``. The question words are the interrogatives (what, who, whom, whose, which, when, where,
   why, how), the paper's "question words". Auxiliaries (is, can, will, ...) do not count as question words by
   default: they open names as often as questions ("Will Smith birth date", "Can Tho population"), and a yes/no
-  question usually ends in ``?`` or is stopword-heavy, which the other rules catch. ``auxiliary_openers=True``
-  (:data:`AUXILIARY_OPENERS`) restores the stricter reading.
+  question usually ends in ``?`` or is stopword-heavy, which the other rules catch.
+  ``ConcisenessRules(auxiliary_openers=True)`` (:data:`AUXILIARY_OPENERS`) restores the stricter reading.
 - ``use_search_reward=False`` is the Table 4 "w/o search reward" ablation; stage 1 / stage 2 alone are the
   "w/o stage two" / "w/o stage one" ablations.
 """
@@ -69,7 +69,9 @@ class ConcisenessRules:
     max_stopword_ratio: float = 0.5
     """Largest fraction of stopwords/prepositions among the query's words."""
     question_words: frozenset[str] = field(default=QUESTION_WORDS)
-    """Words a concise query may not start with (add :data:`AUXILIARY_OPENERS` for the stricter reading)."""
+    """Words a concise query may not start with."""
+    auxiliary_openers: bool = False
+    """Also treat :data:`AUXILIARY_OPENERS` (is, can, will, ...) as question words (the stricter reading)."""
     stopwords: frozenset[str] = field(default=STOPWORDS)
     """Words counted by ``max_stopword_ratio``."""
 
@@ -81,7 +83,7 @@ def is_concise(query: str, rules: ConcisenessRules | None = None) -> bool:
     (True, True)
     >>> is_concise("What is the height of the Eiffel Tower?"), is_concise("what year was Will Smith born")
     (False, False)
-    >>> is_concise("Will Smith birth date", ConcisenessRules(question_words=QUESTION_WORDS | AUXILIARY_OPENERS))
+    >>> is_concise("Will Smith birth date", ConcisenessRules(auxiliary_openers=True))
     False
     """
     rules = rules or ConcisenessRules()
@@ -90,7 +92,8 @@ def is_concise(query: str, rules: ConcisenessRules | None = None) -> bool:
         return False
     words = [w.strip(".,;:!\"'()").lower() for w in text.split()]
     words = [w for w in words if w]
-    if not words or len(words) > rules.max_query_words or words[0] in rules.question_words:
+    openers = rules.question_words | AUXILIARY_OPENERS if rules.auxiliary_openers else rules.question_words
+    if not words or len(words) > rules.max_query_words or words[0] in openers:
         return False
     return sum(w in rules.stopwords for w in words) / len(words) <= rules.max_stopword_ratio
 

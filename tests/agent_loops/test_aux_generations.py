@@ -59,7 +59,9 @@ async def test_reanswers_off(make_worker, retriever):
     out, client = await run(worker, "hiprag", TurnScript("hiprag", turns), retriever_url=retriever.url, reanswers=False)
     assert out.non_tensor_batch[F.REANSWERS][0] == []
     assert out.non_tensor_batch[F.AUX_COST][0] == {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
-    assert len(client.calls) == 2
+    # the trajectory's own generations only: the search turn, its conclusion (HiPRAG Alg. 1 stops at </conclusion>),
+    # then the answer; no re-answer
+    assert len(client.calls) == 3
 
 
 async def test_autosearch_intermediate_answers_after_each_retrieval(make_worker, retriever):

@@ -46,5 +46,5 @@ def test_question_words_are_the_interrogatives():
     assert "will" in fn.AUXILIARY_OPENERS and not fn.QUESTION_WORDS & fn.AUXILIARY_OPENERS
     # the documented cost of the default: a yes/no question without "?" and few stopwords passes
     assert fn.is_concise("Is Paris the capital of France")  # stopwords is/the/of: 3 of 6 = 0.5 <= 0.5
-    strict = fn.ConcisenessRules(question_words=fn.QUESTION_WORDS | fn.AUXILIARY_OPENERS)
+    strict = fn.ConcisenessRules(auxiliary_openers=True)
     assert not fn.is_concise("Is Paris the capital of France", strict)

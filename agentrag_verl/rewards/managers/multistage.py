@@ -89,7 +89,7 @@ class MultistageRewardManager(ComposedRewardManager):
         rules = fn.ConcisenessRules(
             max_query_words=o.max_query_words,
             max_stopword_ratio=o.max_stopword_ratio,
-            question_words=fn.QUESTION_WORDS | (fn.AUXILIARY_OPENERS if o.auxiliary_openers else frozenset()),
+            auxiliary_openers=o.auxiliary_openers,
         )
         search = P.MultistageSearch("multistage", o.embedding, o.pairwise, rules) if o.use_search_reward else None
         total = P.MultistageReward(
