@@ -25,7 +25,7 @@ PLANNER_CACHE=${PLANNER_CACHE:-$DATA_DIR/planners.jsonl}
 PROJECT=${PROJECT:-agentrag_searchp1}
 EXPERIMENT=${EXPERIMENT:-searchp1-qwen2.5-3b-grpo-n$ROLLOUT_N}
 CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console,wandb]}
+LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
 # PROFILE=gpu|local, DRY_RUN=0|1, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
