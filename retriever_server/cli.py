@@ -124,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--no-batching", dest="batching", action="store_false", help="run every request alone")
     g.add_argument("--access-log", action="store_true", help="uvicorn access log (off by default: it costs CPU)")
+    g.add_argument("--max-header-bytes", type=int, default=16 << 10, help="largest request head (default 16 KiB)")
+    g.add_argument("--max-headers", type=int, default=100, help="most request headers (default 100)")
+    g.add_argument("--header-timeout", type=float, default=10.0, help="seconds to send a request head (default 10)")
+    g.add_argument("--body-timeout", type=float, default=30.0, help="seconds between body reads (default 30)")
+    g.add_argument("--keep-alive-timeout", type=float, default=5.0, help="idle kept-alive seconds (default 5)")
+    g.add_argument("--docs", action="store_true", help="serve /docs, /redoc and /openapi.json (off by default)")
+    g.add_argument("--health-paths", action="store_true", help="show index/model paths in /health (default: names)")
     r = s.add_argument_group("ray serve")
     r.add_argument("--ray", action="store_true", help="deploy with Ray Serve instead of a single uvicorn process")
     r.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas (default 1)")
@@ -219,6 +226,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_batch_size=args.max_batch_size,
         max_wait_ms=args.max_wait_ms,
         arrival_gap_ms=args.arrival_gap_ms,
+        max_header_bytes=args.max_header_bytes,
+        max_headers=args.max_headers,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        keep_alive_timeout_s=args.keep_alive_timeout,
+        docs=args.docs,
+        health_paths=args.health_paths,
     )
     if args.ray:
         from .ray_app import RayServeConfig, serve_forever
@@ -233,14 +247,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return 0
     from ._deps import require
     from .app import create_app
+    from .http_guard import uvicorn_config
     from .ray_app import load_source
 
     uvicorn = require("uvicorn", "Serving over HTTP")
     retriever = load_source(source, options)
     app = create_app(retriever, server)
+    config = uvicorn_config(app, server, log_level=args.log_level, access_log=args.access_log)
     logger.info("Serving %d passages on http://%s:%d", len(retriever.store), server.host, server.port)
-    uvicorn.run(app, host=server.host, port=server.port, access_log=args.access_log, log_level=args.log_level.lower())
-    return 0
+    http_server = uvicorn.Server(config)
+    http_server.run()
+    return 0 if http_server.started else 1
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
