@@ -40,6 +40,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .cli_common import decode_json_line
+
 logger = logging.getLogger(__name__)
 
 RECORDS_FILE = "records.jsonl"
@@ -143,20 +145,7 @@ def convert_corpus(
 
 
 def _parse_line(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"{path}, line {lineno}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1}). Corpus files must "
-            "be UTF-8 JSON Lines; re-encode the file (e.g. iconv -f latin1 -t utf-8) or fix the line."
-        ) from None
-    try:
-        record = json.loads(text)
-    except ValueError as e:
-        raise ValueError(
-            f"{path}, line {lineno}: not valid JSON ({e}). Each corpus line must be one JSON object such as "
-            f"{_EXAMPLE}; fix or delete the line."
-        ) from None
+    record = decode_json_line(raw, path, lineno)
     if not isinstance(record, dict) or not isinstance(record.get("contents"), str):
         got = type(record.get("contents")).__name__ if isinstance(record, dict) else type(record).__name__
         raise ValueError(

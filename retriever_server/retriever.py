@@ -118,13 +118,14 @@ class Retriever:
         and reused while the corpus file is unchanged.
         """
         options = options or LoadOptions()
+        # the index first: a file that is not a faiss index fails before the corpus is converted
+        index_type = _faiss_index_kind(index_path)
+        backend_name = resolve_backend(options.backend, index_type=index_type, has_embeddings=index_type == "Flat")
+        backend = _load_backend(backend_name, Path(index_path), Path(index_path), options)
         store_dir = Path(options.corpus_store or f"{corpus_path}.store")
         if not store_is_current(store_dir, corpus_path):
             logger.info("Converting %s into the passage store %s (once)", corpus_path, store_dir)
             convert_corpus(corpus_path, store_dir, progress=True)
-        index_type = _faiss_index_kind(index_path)
-        backend_name = resolve_backend(options.backend, index_type=index_type, has_embeddings=index_type == "Flat")
-        backend = _load_backend(backend_name, Path(index_path), Path(index_path), options)
         encoder = Encoder.load(with_overrides(encoder_config, device=options.device, fp16=options.fp16))
         info = {"index": str(index_path), "index_type": index_type}
         return cls(encoder, backend, CorpusStore.open(store_dir), info)
