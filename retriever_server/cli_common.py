@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 DEBUG_FLAG = "--debug"
+_debug = False  # set by run_main for report_error
 INPUT_ERRORS = (ValueError, OSError, ImportError, LookupError)
 """Exceptions that mean the input was wrong (exit code 2); anything else is a failure while running (1)."""
 
@@ -49,8 +50,9 @@ def run_main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int
         The subcommand's exit code; 2 for bad input, 1 for another failure, 130 when interrupted.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    global _debug
     cut = argv.index("--") if "--" in argv else len(argv)
-    debug = DEBUG_FLAG in argv[:cut]
+    debug = _debug = DEBUG_FLAG in argv[:cut]
     args = parser.parse_args([a for a in argv[:cut] if a != DEBUG_FLAG] + argv[cut:])
     if getattr(args, "func", None) is None:
         parser.print_help()
@@ -69,16 +71,25 @@ def run_main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int
         return 2 if isinstance(e, INPUT_ERRORS) else 1
 
 
-def describe(error: BaseException) -> str:
-    """One line for ``error``: its message when it is an input error written to be read, else its type, message and
-    the ``--debug`` hint."""
+def describe(error: BaseException, *, expected: bool = False) -> str:
+    """One line for ``error``: its message when it is an input error (or ``expected``: an error class written to be
+    read), else its type, message and the ``--debug`` hint."""
     text = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         # an error from the OS itself ("[Errno 13] Permission denied: 'x'"): name the path and what to check
         return f"{error.filename}: {error.strerror.lower()}; check the path and its permissions"
-    if isinstance(error, INPUT_ERRORS):
+    if expected or isinstance(error, INPUT_ERRORS):
         return text
     return f"unexpected {type(error).__name__}: {text} (rerun with {DEBUG_FLAG} to see the traceback)"
+
+
+def report_error(prog: str, error: BaseException, code: int = 2) -> int:
+    """For a subcommand's own ``except`` clause: print ``error`` as one line under ``prog`` and return ``code``; with
+    ``--debug`` re-raise it instead (its traceback)."""
+    if _debug:
+        raise error
+    print(f"{prog}: error: {describe(error, expected=True)}", file=sys.stderr)
+    return code
 
 
 # ---- argparse types --------------------------------------------------------------------------------------------------
@@ -113,6 +124,31 @@ def tcp_port(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a TCP port; choose one from 1 to 65535")
     return port
+
+
+NO_API_KEY = "none"
+"""How every command spells "this endpoint takes no API key": ``--api-key-env none`` (``null`` in a YAML config)."""
+API_KEY_HELP = f"name of the environment variable holding the API key ({NO_API_KEY}: the endpoint takes no key)"
+
+
+def api_key_env(text: str) -> str | None:
+    """argparse type for an ``--*-api-key-env`` flag: the *name* of an environment variable, or ``none`` (any case;
+    the older spellings ``null`` and an empty string are read the same) for no key.
+
+    The value is never echoed in an error, in case a key was pasted where its variable's name belongs.
+
+    >>> api_key_env("OPENAI_API_KEY"), api_key_env("None")
+    ('OPENAI_API_KEY', None)
+    """
+    name = text.strip()
+    if name.lower() in (NO_API_KEY, "null", ""):
+        return None
+    if not name.replace("_", "a").isalnum() or name[0].isdigit() or not name.isascii():
+        raise argparse.ArgumentTypeError(
+            f"the value given is not an environment variable name (not shown, in case it is a key); pass the NAME of "
+            f"the variable that holds the key (e.g. OPENAI_API_KEY), or {NO_API_KEY} for an endpoint without a key"
+        )
+    return name
 
 
 # ---- paths -----------------------------------------------------------------------------------------------------------

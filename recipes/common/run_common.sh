@@ -67,7 +67,7 @@ recipe_init() {
       RETRIEVER_ROOT="http://127.0.0.1:${LOCAL_RETRIEVER_PORT}"
       JUDGE_URL="http://127.0.0.1:${LOCAL_JUDGE_PORT}/v1"
       JUDGE_MODEL=standin-judge
-      JUDGE_API_KEY_ENV=null
+      JUDGE_API_KEY_ENV=none
       TRAIN_FILES="$LOCAL_WORK/data/train.parquet"
       VAL_FILES="$LOCAL_WORK/data/test.parquet"
       ;;

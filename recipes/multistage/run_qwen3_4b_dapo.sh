@@ -18,7 +18,7 @@ TP=${TP:-4}                                                  # Table 5: tensor_m
 RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # e5 (mean pooling), top-5
 JUDGE_URL=${JUDGE_URL:-http://127.0.0.1:8001/v1}             # B.2: Qwen3-235B-A22B-Instruct as judge (vLLM)
 JUDGE_MODEL=${JUDGE_MODEL:-Qwen/Qwen3-235B-A22B-Instruct-2507}
-JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-null}                 # NAME of the env var holding the key; null = none
+JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-none}                 # NAME of the env var holding the key; none = no key
 EMBEDDING_KIND=${EMBEDDING_KIND:-openai}                     # openai (/v1/embeddings) | retriever (our /encode)
 EMBEDDING_URL=${EMBEDDING_URL:-http://127.0.0.1:8002/v1}     # §4.2: Qwen3-Embedding served OpenAI-compatibly
 EMBEDDING_MODEL=${EMBEDDING_MODEL:-Qwen/Qwen3-Embedding-8B}

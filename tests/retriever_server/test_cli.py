@@ -10,6 +10,7 @@ from agentrag_verl.testing import write_corpus
 from retriever_server.cli import build_parser, main
 from retriever_server.ray_app import IndexSource, load_source
 from retriever_server.retriever import LoadOptions
+from tests import cli_errors
 
 from .conftest import synthetic_corpus
 
@@ -62,23 +63,11 @@ def test_serves_searchr1_index_file_and_corpus(index_dir, corpus_file, minilm_di
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
-    """``main(argv)`` in this process: (exit code, stderr); argparse's usage errors exit through SystemExit."""
-    try:
-        code = main(argv)
-    except SystemExit as e:
-        code = e.code
-    err = capsys.readouterr().err
-    return code, err
+    return cli_errors.run_cli(main, argv, capsys)
 
 
 def one_line_error(argv: list[str], capsys, *expected: str) -> str:
-    code, err = run_cli(argv, capsys)
-    lines = err.strip().splitlines()
-    assert code == 2, (code, err)
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for text in expected:
-        assert text in lines[0], lines[0]
-    return lines[0]
+    return cli_errors.one_line_error(main, argv, capsys, *expected)
 
 
 @pytest.fixture()

@@ -12,7 +12,7 @@ SOURCES=${SOURCES:-"popqa hotpotqa 2wikimultihopqa"}         # one name per DATA
 OUT=${OUT:-outputs/reasonrag/proguide}
 POLICY_URL=${POLICY_URL:-https://api.openai.com/v1}          # vLLM: http://HOST:8000/v1
 POLICY_MODEL=${POLICY_MODEL:-gpt-4o-2024-05-13}              # authors' data_generation.py
-POLICY_API_KEY_ENV=${POLICY_API_KEY_ENV:-OPENAI_API_KEY}     # NAME of the env var with the key; '' for none
+POLICY_API_KEY_ENV=${POLICY_API_KEY_ENV:-OPENAI_API_KEY}     # NAME of the env var with the key; none = no key
 RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # python -m retriever_server serve (BGE index)
 VALUE=${VALUE:-spre}                                         # spre (Eq. 1) | process_eval (Eq. 6, needs a judge)
 JUDGE_URL=${JUDGE_URL:-}                                     # process_eval only
