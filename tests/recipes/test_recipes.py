@@ -5,6 +5,7 @@ papers'; every run script passes ``bash -n`` and prints its exact command with D
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -322,7 +323,63 @@ def test_multistage_stage2_needs_the_stage1_checkpoint():
         env={**os.environ, "STAGE": "3", "DRY_RUN": "1"},
         cwd=REPO,
     )
-    assert bad.returncode == 2 and "choose 1, 2 or switch" in bad.stderr
+    assert bad.returncode == 2 and "STAGE='3' is not one of: 1 2 switch" in bad.stderr
+    # a dry run of stage 2 without the checkpoint is refused too: the command it would print could not run
+    dry = subprocess.run(
+        ["bash", str(RECIPES / "multistage/run_qwen3_4b_dapo.sh")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "STAGE": "2", "STAGE1_CKPT": "", "DRY_RUN": "1"},
+        cwd=REPO,
+    )
+    assert dry.returncode == 2 and "set STAGE1_CKPT" in dry.stderr and not dry.stdout
+
+
+def _script(path: str, **env: str) -> subprocess.CompletedProcess:
+    import os
+
+    full_env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "PROFILE", "ROLLOUT", "STAGE")}
+    full_env.update(PYTHON=sys.executable, AGENTRAG=console(), **env)
+    return subprocess.run(["bash", str(RECIPES / path)], capture_output=True, text=True, env=full_env, cwd=REPO)
+
+
+SCRIPTS = sorted({c.script for c in CASES}) + ["reasonrag/dpo/run_generate_proguide.sh"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_dry_run_takes_1_true_yes_and_refuses_anything_else(script, tmp_path):
+    for value in ("1", "true", "YES"):
+        done = _script(script, DRY_RUN=value, STAGE1_CKPT="/ckpt")
+        assert done.returncode == 0 and len(done.stdout.strip().splitlines()) == 1, done.stderr
+    for value in ("0", "false", "dry"):
+        refused = _script(script, DRY_RUN=value)
+        assert refused.returncode == 2 and not refused.stdout, refused.stdout
+        assert f"DRY_RUN='{value}' is not understood" in refused.stderr
+
+
+def test_a_dry_run_creates_nothing(tmp_path):
+    work = tmp_path / "local_work"
+    for script in ("hiprag/run_qwen2.5_3b_instruct_ppo.sh", "searchp1/run_qwen2.5_7b_grpo.sh"):
+        done = _script(script, DRY_RUN="1", PROFILE="local", LOCAL_WORK=str(work))
+        assert done.returncode == 0, done.stderr
+        assert str(work) in done.stdout and not work.exists()
+    done = _script("hiprag/run_qwen2.5_3b_instruct_ppo.sh", DRY_RUN="1", PROFILE="local")
+    assert done.returncode == 0 and not (REPO / "outputs" / "local" / "hiprag_ppo").exists()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"ROLLOUT": "tgi"}, "ROLLOUT='tgi' is not one of: vllm sglang"),
+        ({"PROFILE": "cluster"}, "PROFILE='cluster' is not one of: gpu local"),
+        ({"NNODES": "0"}, "NNODES='0' must be a whole number of at least 1"),
+        ({"GPUS_PER_NODE": "eight"}, "GPUS_PER_NODE='eight' must be a whole number"),
+        ({"LOCAL_STEPS": "-1", "PROFILE": "local"}, "LOCAL_STEPS='-1'"),
+    ],
+)
+def test_run_script_knobs_are_checked(env, message):
+    refused = _script("searchr1/run_qwen2.5_3b_ppo.sh", DRY_RUN="1", **env)
+    assert refused.returncode == 2 and message in refused.stderr and not refused.stdout
 
 
 def test_searchr1_tool_config_loads_through_verl():

@@ -19,8 +19,16 @@ JUDGE_URL=${JUDGE_URL:-}                                     # process_eval only
 JUDGE_MODEL=${JUDGE_MODEL:-}
 CONCURRENCY=${CONCURRENCY:-16}                               # questions at once
 AGENTRAG=${AGENTRAG:-agentrag-verl}
-DRY_RUN=${DRY_RUN:-0}
+# DRY_RUN=1|true|yes prints the command and runs nothing
 # --------------------------------------------------------------------------------------------------------------------
+
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../../common/knobs.sh"
+knob_dry_run
+knob_choice VALUE spre process_eval
+knob_positive_int CONCURRENCY
+if [[ "$VALUE" == process_eval && ( -z "$JUDGE_URL" || -z "$JUDGE_MODEL" ) ]]; then
+  _knob_die "VALUE=process_eval scores steps with a judge: set JUDGE_URL and JUDGE_MODEL"
+fi
 
 read -r -a DATA_ARR <<<"$DATA"
 read -r -a SOURCE_ARR <<<"$SOURCES"
