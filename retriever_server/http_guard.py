@@ -29,8 +29,9 @@ Decisions:
 
 - Subclass uvicorn's protocol instead of parsing HTTP a second time in front of it: the parser stays uvicorn's (and
   fast), and the rules only need the connection state uvicorn keeps (``cycle``: the request in progress, its
-  ``more_body`` / ``response_complete``; ``flow.read_paused``). :func:`guarded_protocol` checks those names exist,
-  so a uvicorn that renamed them fails at start-up with a message rather than misbehaving.
+  ``more_body`` / ``response_complete``; ``flow.read_paused``). Both uvicorn implementations keep these names, and
+  ``tests/retriever_server/test_hostile.py`` runs the rules on both parsers, so a uvicorn that renamed one fails
+  there.
 - The head budget is counted in what arrives while a head is incomplete, checked after each read, so the memory
   a client can make the parser hold is ``max_header_bytes`` plus one socket read (:data:`READ_BYTES`).
 - The body gap timer pauses while uvicorn itself has stopped reading (flow control: the app has not consumed the
@@ -61,7 +62,6 @@ READ_BYTES = 256 << 10
 _UVICORN_INVALID = "Invalid HTTP request received."
 _UVICORN_UPGRADE = "Unsupported upgrade request."
 _UVICORN_NO_WS = "No supported WebSocket library detected"
-_REQUIRED = ("data_received", "connection_made", "connection_lost", "send_400_response", "on_response_complete")
 
 
 def base_protocol() -> type[asyncio.Protocol]:
@@ -249,19 +249,8 @@ class _Guard:
 
 
 def guarded_protocol(config: ServerConfig, base: type[asyncio.Protocol] | None = None) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol class (``base``, default :func:`base_protocol`) with the rules of ``config``.
-
-    Raises:
-        RuntimeError: ``base`` lacks the methods the rules extend (an incompatible uvicorn version).
-    """
+    """uvicorn's HTTP protocol class (``base``, default :func:`base_protocol`) with the rules of ``config``."""
     base = base or base_protocol()
-    missing = [name for name in _REQUIRED if not hasattr(base, name)]
-    if missing:
-        raise RuntimeError(
-            f"{base.__module__}.{base.__name__} has no {missing}: this uvicorn version is not supported by "
-            "retriever_server.http_guard; install a uvicorn release from 0.29 on that keeps them (pip install "
-            '"agentrag-verl[serve]").'
-        )
     return type(f"Guarded{base.__name__}", (_Guard, base), {"server_config": config})
 
 

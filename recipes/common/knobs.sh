@@ -8,10 +8,10 @@ _knob_die() {
 
 # knob_dry_run: DRY_RUN unset or empty runs; 1, true or yes (any case) prints the exact command and starts and creates
 # nothing; any other value is refused (DRY_RUN=false or DRY_RUN=0 must not silently start a multi-day run either).
-# Afterwards DRY_RUN is 1 or 0.
+# Afterwards DRY_RUN is 1 or empty (what a script it starts reads the same way).
 knob_dry_run() {
   case "${DRY_RUN:-}" in
-    "") DRY_RUN=0 ;;
+    "") DRY_RUN= ;;
     *)
       case "${DRY_RUN,,}" in
         1 | true | yes) DRY_RUN=1 ;;

@@ -108,12 +108,15 @@ _local_services() {
 }
 
 # run_recipe "$@": build the final command of the profile; print it (DRY_RUN=1) or run it. Extra arguments are
-# Hydra overrides appended last (they win).
+# Hydra overrides appended last (they win). RECIPE_LAUNCHER (set by ray/submit.sh for PROFILE=local) is a command
+# that runs the local profile's final command for us, as a Ray job: the local services still start here, on this
+# machine, and train-local joins the job's cluster (--ray-address auto) instead of starting its own.
 run_recipe() {
   local config_path=${CONFIG_PATH:-$RECIPE_DIR/config}
-  local -a cmd
+  local -a cmd launcher=()
+  [[ -n "${RECIPE_LAUNCHER:-}" ]] && read -r -a launcher <<<"$RECIPE_LAUNCHER"
   if [[ "$PROFILE" == local ]]; then
-    cmd=("$AGENTRAG" train-local --work-dir "$LOCAL_WORK/train" --format "$FORMAT"
+    cmd=("$AGENTRAG" train-local ${launcher[0]:+--ray-address auto} --work-dir "$LOCAL_WORK/train" --format "$FORMAT"
       --config-path "$config_path" --config-name "$CONFIG_NAME"
       --reward-module pkg://agentrag_verl.rewards.managers --reward-name "$REWARD_CLASS"
       --train-files "$TRAIN_FILES" --val-files "$VAL_FILES"
@@ -124,13 +127,17 @@ run_recipe() {
       "${CLUSTER_OVERRIDES[@]}" "${COMMON_OVERRIDES[@]}" "$@")
   fi
   if [[ "$DRY_RUN" == 1 ]]; then
-    printf '%q ' "${cmd[@]}"
-    printf '\n'
+    if ((${#launcher[@]})); then
+      DRY_RUN=1 "${launcher[@]}" "${cmd[@]}"
+    else
+      printf '%q ' "${cmd[@]}"
+      printf '\n'
+    fi
     return 0
   fi
   if [[ "$PROFILE" == local ]]; then
     _local_services
-    "${cmd[@]}"
+    "${launcher[@]}" "${cmd[@]}"
   else
     exec "${cmd[@]}"
   fi

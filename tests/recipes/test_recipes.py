@@ -400,6 +400,7 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
         **os.environ,
         "DRY_RUN": "1",
         "RAY_ADDRESS": "http://head:8265",
+        "SUBMISSION_ID": "job-1",
         "JUDGE_KEY_VARS": "AGENTRAG_TEST_KEY",
         "AGENTRAG_TEST_KEY": "s3cr3t-value",
         "MODEL_PATH": "/shared/models/qwen",
@@ -414,9 +415,12 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "s3cr3t-value" not in proc.stdout + proc.stderr  # secrets are forwarded, never printed
     argv = shlex.split(proc.stdout)
-    assert argv[:5] == ["ray", "job", "submit", "--address", "http://head:8265"]
-    assert argv[argv.index("--runtime-env") + 1] == str(RECIPES / "ray/runtime_env.yaml")
-    assert argv[argv.index("--runtime-env-json") + 1] == "<env: AGENTRAG_TEST_KEY>"
+    assert argv[:7] == ["ray", "job", "submit", "--address", "http://head:8265", "--submission-id", "job-1"]
+    # one runtime env (Ray takes --runtime-env or --runtime-env-json, not both): the YAML plus the forwarded names
+    assert (
+        argv[argv.index("--runtime-env") + 1] == f"<{RECIPES / 'ray/runtime_env.yaml'} + env_vars: AGENTRAG_TEST_KEY>"
+    )
+    assert "--runtime-env-json" not in argv and "--no-wait" in argv
     entry = argv[argv.index("--") + 1 :]
     assert entry[:2] == ["bash", "-c"] and entry[2].startswith("exec ")
     # run the entrypoint as the job would, from its working directory, printing argv instead of exec'ing
@@ -439,5 +443,45 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
     expected[3] = f"--config-path={job_dir}/recipes/hiprag/config"  # relative to the job's working_dir
     assert shown == expected
     runtime_env = yaml.safe_load((RECIPES / "ray/runtime_env.yaml").read_text())
-    assert runtime_env["working_dir"] == "." and ".git" in runtime_env["excludes"]
+    assert runtime_env["working_dir"] == "." and "/.git" in runtime_env["excludes"]
+    # excludes are gitignore patterns (matched as Ray's packaging does): a bare "data" would drop the
+    # agentrag_verl.data package from the upload
+    from ray._private.thirdparty.pathspec import PathSpec
+
+    spec = PathSpec.from_lines("gitwildmatch", runtime_env["excludes"])
+    assert not spec.match_file("agentrag_verl/data/prepare.py")
+    assert not spec.match_file("agentrag_verl/testing/data/qa.jsonl")
+    assert spec.match_file("data/hiprag/train.parquet") and spec.match_file(".venv/bin/python")
     assert not any(k.endswith(("_KEY", "_TOKEN", "SECRET", "PASSWORD")) for k in runtime_env["env_vars"])
+
+
+def test_ray_submit_takes_the_local_profile(tmp_path):
+    import os
+    import shlex
+
+    work = tmp_path / "local"
+    env = {**os.environ, "DRY_RUN": "1", "PROFILE": "local", "LOCAL_WORK": str(work), "SUBMISSION_ID": "job-2"}
+    env.update(PYTHON=sys.executable, AGENTRAG=console())
+    proc = subprocess.run(
+        ["bash", "recipes/ray/submit.sh", "recipes/hiprag/run_qwen2.5_3b_instruct_ppo.sh"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    argv = shlex.split(proc.stdout)
+    assert argv[argv.index("--runtime-env") + 1].endswith("+ env_vars: CPU settings>")
+    assert "--no-wait" not in argv  # the local services live as long as submit.sh waits for the job
+    job = shlex.split(argv[argv.index("--") + 3].removeprefix("exec "))
+    assert job[:4] == [console(), "train-local", "--ray-address", "auto"]  # joins the job's cluster
+    assert "--config-name" in job and job[job.index("--config-name") + 1] == "hiprag_ppo"
+    assert not work.exists()  # a dry run creates nothing
+    refused = subprocess.run(
+        ["bash", "recipes/ray/submit.sh", "recipes/hiprag/run_qwen2.5_3b_instruct_ppo.sh"],
+        capture_output=True,
+        text=True,
+        env={**env, "NO_WAIT": "1"},
+        cwd=REPO,
+    )
+    assert refused.returncode == 2 and "NO_WAIT=1 with PROFILE=local" in refused.stderr
