@@ -186,12 +186,13 @@ def build_index(config: BuildConfig, encoder: Encoder | None = None) -> BuildRep
     if config.overwrite:
         remove_build(out)
     out.mkdir(parents=True, exist_ok=True)
-    wanted = _wanted(config, None)
+    meta_path, state_path = out / META_FILE, out / STATE_FILE
+    meta = _read_json(meta_path) if meta_path.is_file() else None
+    state = _read_json(state_path) if state_path.is_file() else None
+    # what this build would record; content hashes are reused from the folder's record while files are unchanged
+    wanted = _wanted(config, (meta or state or {}).get("fingerprint"))
 
-    meta_path = out / META_FILE
-    if meta_path.is_file():
-        meta = _read_json(meta_path)
-        wanted = _wanted(config, meta.get("fingerprint"))
+    if meta is not None:
         _check_same_build(meta, wanted, config, out, complete=True)
         if meta["index_type"] == config.index_type:
             logger.info("%s already holds this index; nothing to do (pass overwrite to rebuild)", out)
@@ -212,13 +213,14 @@ def build_index(config: BuildConfig, encoder: Encoder | None = None) -> BuildRep
         logger.info("Rebuilding the index of %s as %s from its embeddings", out, config.index_type)
         meta_path.unlink()  # from here until the new meta.json, serve refuses the folder
 
-    state_path = out / STATE_FILE
-    if state_path.is_file():
-        state = _read_json(state_path)
-        wanted = _wanted(config, state.get("fingerprint"))
+    if state is not None:
         _check_same_build(state, wanted, config, out, complete=False)
     store_meta = _read_json(out / CORPUS_DIR / STORE_META) if (out / CORPUS_DIR / STORE_META).is_file() else {}
-    if store_meta.get("source_sha256") != wanted["corpus"].get("sha256") or not wanted["corpus"].get("sha256"):
+    if (
+        not wanted["corpus"].get("sha256")
+        or store_meta.get("source_sha256") != wanted["corpus"]["sha256"]
+        or store_meta.get("max_passages") != config.max_passages
+    ):
         # no store yet, or one left by an attempt that failed before its first chunk: (re)convert
         convert_corpus(config.corpus, out / CORPUS_DIR, max_passages=config.max_passages, progress=config.progress)
         store_meta = _read_json(out / CORPUS_DIR / STORE_META)
