@@ -6,7 +6,7 @@ completions against an OpenAI-compatible endpoint (a vLLM-served local judge or 
 client. A reward manager submits every step of every trajectory of a batch at once with :meth:`judge_many`.
 
 Design (the HiPRAG authors' judge loop awaits steps one by one per sample, has no retries and no cache, and counts
-errors as successes; SPEC §1):
+errors as successes):
 
 - **Concurrency**: at most ``max_concurrency`` HTTP requests in flight per event loop (an ``asyncio.Semaphore``
   held only while a request is on the wire, not during backoff sleeps).

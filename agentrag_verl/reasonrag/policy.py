@@ -1,4 +1,4 @@
-"""The MCTS policy: one ReasonRAG stage output per call from any OpenAI-compatible endpoint (SPEC §3).
+"""The MCTS policy: one ReasonRAG stage output per call from any OpenAI-compatible endpoint (ReasonRAG §2.2).
 
 The paper expands the tree with GPT-4o; any model works. :class:`PolicyClient` sends the stage's chat messages
 (Figure 12 / 13 prompts from :mod:`agentrag_verl.formats.reasonrag`) either
