@@ -308,23 +308,63 @@ def run_case(server: Server, sent: object) -> tuple[list[int], float | None, byt
     return exchange(server, sent, deadline_s=TIMEOUT_S + SLACK_S + 1)
 
 
-def test_hostile_requests_get_a_bounded_answer(server):
-    assert len(CASES) >= 40
-    before = len(server.log_lines())
-    with ThreadPoolExecutor(max_workers=12) as pool:
-        results = list(pool.map(lambda case: run_case(server, case[1]), CASES))
+def test_300_mib_chunked_body_is_cut_at_the_limit(server):
+    """Streamed, never buffered: the server's peak RSS grows by less than 64 MiB (2 x the 32 MiB body limit).
+
+    First in the module, so that no earlier large body has left freed memory for this one to reuse unseen."""
+    status_file = Path(f"/proc/{server.pid}/status")
+
+    def kib(key: str) -> int:
+        line = next(line for line in status_file.read_text().splitlines() if line.startswith(key))
+        return int(line.split()[1])
+
+    Path(f"/proc/{server.pid}/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
+    base = kib("VmRSS")
+    piece = b"%x\r\n" % (1 << 16) + b"x" * (1 << 16) + b"\r\n"
+    sent = 0
+    with connect(server) as sock:
+        sock.sendall(post(b"Transfer-Encoding: chunked"))
+        try:
+            while sent < 300 << 20:
+                sock.sendall(piece)
+                sent += 1 << 16
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server answered 413 and closed the connection
+        data, _ = read_all(sock, 5)
+    growth_mib = (kib("VmHWM") - base) / 1024
+    print(
+        f"300 MiB chunked body: {sent >> 20} MiB written before the server closed; peak RSS growth {growth_mib:.1f} MiB"
+    )
+    assert growth_mib < 64
+    assert sent < 300 << 20  # the server stopped reading (limit + 1 MiB of drain), it did not swallow 300 MiB
+    assert not data or statuses(data) == [413]
+    assert httpx.get(f"http://127.0.0.1:{server.port}/health").status_code == 200
+
+
+def unexpected_outcomes(server: Server, cases: list, workers: int = 12) -> list[str]:
+    """Run the cases concurrently; the ones whose outcome is not the expected one, described."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda case: run_case(server, case[1]), cases))
     failures = []
-    for (kind, _, expected), (codes, closed_after, data) in zip(CASES, results, strict=True):
+    for (kind, _, expected), (codes, closed_after, data) in zip(cases, results, strict=True):
         if expected == CLOSED:
             ok = not codes and closed_after is not None and closed_after <= TIMEOUT_S + SLACK_S
         elif expected == SENT:
             ok = True
         else:
             ok = bool(codes) and codes[0] in expected
-            if ok and codes[0] >= 400 and b"application/json" in data:
+            if ok and codes[0] >= 400 and b"application/json" in data:  # our JSON errors explain themselves
                 ok = len(json.loads(data.split(b"\r\n\r\n", 1)[1])["error"]["message"]) > 20
         if not ok:
             failures.append(f"{kind}: expected {expected}, got statuses {codes}, closed after {closed_after}")
+    return failures
+
+
+def test_hostile_requests_get_a_bounded_answer(server):
+    assert len(CASES) >= 40
+    before = len(server.log_lines())
+    failures = unexpected_outcomes(server, CASES)
     assert not failures, "\n".join(failures)
     # every pipelined request is answered
     codes, _, _ = run_case(server, head(b"GET", b"/health", b"Host: t") * 99 + GET_HEALTH)
@@ -395,64 +435,35 @@ H11_CASES = [
 
 
 def test_the_rules_hold_on_the_h11_parser_too(h11_server):
-    failures = []
-    with ThreadPoolExecutor(max_workers=len(H11_CASES)) as pool:
-        results = list(pool.map(lambda case: run_case(h11_server, case[1]), H11_CASES))
-    for (kind, _, expected), (codes, closed_after, _) in zip(H11_CASES, results, strict=True):
-        if expected == CLOSED:
-            ok = not codes and closed_after is not None and closed_after <= TIMEOUT_S + SLACK_S
-        else:
-            ok = bool(codes) and codes[0] in expected
-        if not ok:
-            failures.append(f"{kind}: expected {expected}, got statuses {codes}, closed after {closed_after}")
+    failures = unexpected_outcomes(h11_server, H11_CASES, workers=len(H11_CASES))
     assert not failures, "\n".join(failures)
 
 
-def test_300_mib_chunked_body_is_cut_at_the_limit(server):
-    """Streamed, never buffered: the server's peak RSS grows by less than 64 MiB (2 x the 32 MiB body limit)."""
-    status_file = Path(f"/proc/{server.pid}/status")
-
-    def kib(key: str) -> int:
-        line = next(line for line in status_file.read_text().splitlines() if line.startswith(key))
-        return int(line.split()[1])
-
-    Path(f"/proc/{server.pid}/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
-    base = kib("VmRSS")
-    piece = b"%x\r\n" % (1 << 16) + b"x" * (1 << 16) + b"\r\n"
-    sent = 0
-    with connect(server) as sock:
-        sock.sendall(post(b"Transfer-Encoding: chunked"))
-        try:
-            while sent < 300 << 20:
-                sock.sendall(piece)
-                sent += 1 << 16
-            sock.sendall(b"0\r\n\r\n")
-        except OSError:
-            pass  # the server answered 413 and closed the connection
-        data, _ = read_all(sock, 5)
-    growth_mib = (kib("VmHWM") - base) / 1024
-    print(
-        f"300 MiB chunked body: {sent >> 20} MiB written before the server closed; peak RSS growth {growth_mib:.1f} MiB"
-    )
-    assert growth_mib < 64
-    assert sent < 300 << 20  # the server stopped reading (limit + 1 MiB of drain), it did not swallow 300 MiB
-    assert not data or statuses(data) == [413]
-    assert httpx.get(f"http://127.0.0.1:{server.port}/health").status_code == 200
-
-
 def test_150_idle_connections_are_closed_within_the_header_timeout(server):
-    socks = [connect(server) for _ in range(150)]
-    t0 = time.monotonic()
+    socks, connected_at = [], []
+    for _ in range(150):
+        socks.append(connect(server))
+        connected_at.append(time.monotonic())
+
+    def closed_at(sock: socket.socket) -> float | None:
+        start = time.monotonic()
+        after = read_all(sock, TIMEOUT_S + SLACK_S + 1)[1]
+        return None if after is None else start + after
+
     try:
         with ThreadPoolExecutor(max_workers=50) as pool:
-            closed = list(pool.map(lambda s: read_all(s, TIMEOUT_S + SLACK_S)[1], socks))
+            closes = list(pool.map(closed_at, socks))
     finally:
         for sock in socks:
             sock.close()
-    waited = time.monotonic() - t0
-    assert all(c is not None for c in closed), f"{sum(c is None for c in closed)} connections still open"
-    print(f"150 idle connections: the last closed {max(closed):.2f} s after connecting (header timeout {TIMEOUT_S} s)")
-    assert max(closed) <= TIMEOUT_S + SLACK_S and waited <= TIMEOUT_S + SLACK_S + 1
+    assert all(c is not None for c in closes), f"{sum(c is None for c in closes)} connections still open"
+    lifetimes = [c - t for c, t in zip(closes, connected_at, strict=True)]
+    print(
+        f"150 idle connections: closed {min(lifetimes):.2f}-{max(lifetimes):.2f} s after each connected "
+        f"(header timeout {TIMEOUT_S} s)"
+    )
+    assert max(lifetimes) <= TIMEOUT_S + SLACK_S  # closed by the header timeout, not held
+    assert min(lifetimes) >= 0.9 * TIMEOUT_S  # and not before it
 
 
 def test_disconnect_storm_logs_one_line_per_request_at_most(server):
