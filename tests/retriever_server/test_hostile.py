@@ -356,6 +356,10 @@ def unexpected_outcomes(server: Server, cases: list, workers: int = 12) -> list[
             ok = bool(codes) and codes[0] in expected
             if ok and codes[0] >= 400 and b"application/json" in data:  # our JSON errors explain themselves
                 ok = len(json.loads(data.split(b"\r\n\r\n", 1)[1])["error"]["message"]) > 20
+        outcome = f"answered {codes[0]}" if codes else "no answer"
+        if closed_after is not None:
+            outcome += f", closed after {closed_after:.2f} s"
+        print(f"  {kind}: {outcome}")  # the table of cases and outcomes (pytest -s)
         if not ok:
             failures.append(f"{kind}: expected {expected}, got statuses {codes}, closed after {closed_after}")
     return failures
