@@ -1,11 +1,17 @@
 """``agentrag-verl`` command line. Each subcommand lives in its own module exposing ``add_parser(subparsers)``,
-which registers the subcommand and sets ``func`` (called with the parsed args, returns an exit code)."""
+which registers the subcommand and sets ``func`` (called with the parsed args, returns an exit code).
+
+Every error ends the command with one line on stderr and a non-zero exit code; ``--debug`` (anywhere on the line)
+shows the traceback instead. The mechanism is shared with ``python -m retriever_server``
+(:mod:`retriever_server.cli_common`)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+
+from retriever_server.cli_common import OneLineParser, add_debug_flag, run_main
 
 # Subcommand modules, in help order.
 COMMAND_MODULES = [
@@ -23,10 +29,11 @@ COMMAND_MODULES = [
 def build_parser() -> argparse.ArgumentParser:
     from agentrag_verl import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="agentrag-verl", description="Train and evaluate efficient search agents (agentic RAG) with verl."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_debug_flag(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
         importlib.import_module(module).add_parser(subparsers)
@@ -34,12 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    return int(args.func(args) or 0)
+    """Entry point of ``agentrag-verl``; returns the exit code. Errors are one line on stderr (the traceback with
+    ``--debug``), see :mod:`retriever_server.cli_common`."""
+    return run_main(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,12 @@ The wire format and validation rules live in :mod:`retriever_server.protocol`; b
 
 Errors: invalid requests get 4xx JSON ``{"error": {"type", "message", "field"}}`` (also for unknown paths and
 methods); an unexpected server fault gets 500 with the same shape and is logged with its traceback.
+
+Exposure: the body is read as a stream and reading stops at ``max_body_bytes`` (413); a request with more than
+``max_headers`` headers gets 431; ``/docs``, ``/redoc`` and ``/openapi.json`` exist only with ``docs=True``; ``/health``
+and ``/encode`` name the model and index by their last path component unless ``health_paths=True``. A client that
+disconnects mid-request ends the request quietly (the connection layer, :mod:`retriever_server.http_guard`, logs
+it once). Connection limits (head size, read timeouts) live in that module, because only the server sees them.
 """
 
 # No `from __future__ import annotations` here: FastAPI reads the route handlers' annotations (``Request``,
@@ -16,9 +22,11 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .batching import Job, JobService, MicroBatcher, run_jobs
@@ -52,7 +60,7 @@ class ServerConfig:
     port: int = 8000
     """TCP port."""
     default_topk: int = 3
-    """Hits per query when a request sends no ``topk`` (Search-R1 ``--topk``; SPEC §0.3: 3, multi-stage: 5)."""
+    """Hits per query when a request sends no ``topk`` (Search-R1 ``--topk``: 3; the multi-stage paper uses 5)."""
     max_topk: int = 100
     """Largest ``topk`` a request may ask for (larger → 422)."""
     max_queries_per_request: int = 8192
@@ -70,6 +78,20 @@ class ServerConfig:
     """How long the oldest queued request may wait for others to join its batch (the cap on added latency)."""
     arrival_gap_ms: float = 2.0
     """Dispatch a batch early once no request has arrived for this long (0: always wait ``max_wait_ms``)."""
+    max_header_bytes: int = 16 << 10
+    """Largest request line + headers in bytes (larger → 431, connection closed). 16 KiB, h11's default."""
+    max_headers: int = 100
+    """Most request headers (more → 431)."""
+    header_timeout_s: float = 10.0
+    """Seconds a connection may take to send a complete request head (then it is closed)."""
+    body_timeout_s: float = 30.0
+    """Seconds without a request body byte before the connection is closed."""
+    keep_alive_timeout_s: float = 5.0
+    """Seconds an idle kept-alive connection stays open (uvicorn's ``timeout_keep_alive``)."""
+    docs: bool = False
+    """Serve FastAPI's ``/docs``, ``/redoc`` and ``/openapi.json`` (off: they describe the server to anyone)."""
+    health_paths: bool = False
+    """Show the index and model paths in ``/health`` and ``/encode`` (off: only their last path component)."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "ServerConfig":
@@ -81,13 +103,31 @@ class ServerConfig:
         return cls(**dict(config))
 
     def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is not a TCP port; choose one from 1 to 65535 (--port).")
+        positive = {
+            "max_topk": "--max-topk",
+            "max_queries_per_request": "--max-queries",
+            "max_query_chars": "--max-query-chars",
+            "max_body_bytes": "--max-body-bytes",
+            "max_batch_size": "--max-batch-size",
+            "max_header_bytes": "--max-header-bytes",
+            "max_headers": "--max-headers",
+            "header_timeout_s": "--header-timeout",
+            "body_timeout_s": "--body-timeout",
+            "keep_alive_timeout_s": "--keep-alive-timeout",
+        }
+        for name, flag in positive.items():
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} is {getattr(self, name)}; it must be greater than 0 ({flag}).")
+        for name, flag in {"max_wait_ms": "--max-wait-ms", "arrival_gap_ms": "--arrival-gap-ms"}.items():
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} is {getattr(self, name)}; it must be 0 or more ({flag}).")
         if not 1 <= self.default_topk <= self.max_topk:
             raise ValueError(
                 f"default_topk ({self.default_topk}) must be from 1 to max_topk ({self.max_topk}); fix --topk or "
                 "--max-topk."
             )
-        if self.max_queries_per_request < 1 or self.max_query_chars < 1 or self.max_batch_size < 1:
-            raise ValueError("max_queries_per_request, max_query_chars and max_batch_size must be positive.")
 
     @property
     def limits(self) -> Limits:
@@ -131,15 +171,18 @@ def create_app(
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.requests import ClientDisconnect
 
     config = config or ServerConfig()
     limits = config.limits
     own_service = service is None
     service = service or make_batcher(retriever, config)
     store = retriever.store
-    model = retriever.encoder.config.model
+    model = retriever.encoder.config.model if config.health_paths else public_name(retriever.encoder.config.model)
     normalized = retriever.encoder.config.normalize
     description = retriever.describe()
+    if not config.health_paths:
+        description = {**description, "index": public_name(description.get("index")), "model": model}
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -153,27 +196,43 @@ def create_app(
         if own_service and hasattr(service, "close"):
             await service.close()
 
+    docs = {} if config.docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}
     app = FastAPI(
         title="retriever_server",
         description="Dense retrieval (E5/BGE + FAISS) with the Search-R1 /retrieve wire format.",
         lifespan=lifespan,
+        **docs,
     )
+    app.add_middleware(RequestHeadLimit, max_headers=config.max_headers, max_header_bytes=config.max_header_bytes)
     app.state.service = service
     app.state.retriever = retriever
 
     def json_bytes(content: bytes, status: int = 200) -> Response:
         return Response(content=content, status_code=status, media_type="application/json")
 
+    def too_large(size: str) -> RequestError:
+        return RequestError(
+            413,
+            f"The body is {size} bytes; the limit is {limits.max_body_bytes} (max_body_bytes). Split the queries over "
+            "several requests.",
+            type="payload_too_large",
+        )
+
     async def read_body(request: Request) -> dict[str, Any]:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limits.max_body_bytes:
-            raise RequestError(
-                413,
-                f"The body is {declared} bytes; the limit is {limits.max_body_bytes} (max_body_bytes). Split the "
-                "queries over several requests.",
-                type="payload_too_large",
-            )
-        return parse_json_body(await request.body(), request.headers.get("content-type"), limits)
+            raise too_large(declared)
+        # Read as a stream and stop at the limit: a chunked body declares no length, and buffering it whole first
+        # would let one request take any amount of memory. The pieces are joined once, at the end (growing one
+        # buffer would copy it at every reallocation, doubling the peak).
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limits.max_body_bytes:
+                raise too_large(f"more than {limits.max_body_bytes}")
+        return parse_json_body(b"".join(chunks), request.headers.get("content-type"), limits)
 
     @app.post("/retrieve")
     async def retrieve(request: Request) -> Response:
@@ -202,6 +261,12 @@ def create_app(
     async def on_request_error(request: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status)
 
+    @app.exception_handler(ClientDisconnect)
+    async def on_client_disconnect(request: Request, exc: ClientDisconnect) -> Response:
+        # Nobody reads this answer; the connection layer has logged the disconnect (one INFO line).
+        logger.debug("client disconnected during %s %s", request.method, request.url.path)
+        return Response(status_code=400)
+
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
@@ -221,3 +286,58 @@ def create_app(
         return JSONResponse(body, status_code=500)
 
     return app
+
+
+def public_name(path: str | None) -> str | None:
+    """What ``/health`` shows of a filesystem path: its last component (a hub id such as ``intfloat/e5-base-v2``,
+    which is no existing path, is shown whole).
+
+    >>> public_name("/data/indexes/e5_flat"), public_name("intfloat/e5-base-v2")
+    ('e5_flat', 'intfloat/e5-base-v2')
+    """
+    if not path:
+        return path
+    p = Path(path)
+    return p.name if p.is_absolute() or p.exists() else path
+
+
+class RequestHeadLimit:
+    """ASGI middleware answering 431 to a request with more than ``max_headers`` headers or a head (target +
+    headers) over ``max_header_bytes``.
+
+    The connection layer (:mod:`retriever_server.http_guard`) closes a connection whose *incomplete* head outgrows
+    ``max_header_bytes``, which bounds the parser's memory; a head that arrived complete in one read is measured
+    here, from what the parser produced.
+    """
+
+    def __init__(self, app: Any, max_headers: int, max_header_bytes: int) -> None:
+        self.app = app
+        self.max_headers = max_headers
+        self.max_header_bytes = max_header_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = scope["headers"]
+            size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+            size += sum(len(name) + len(value) + 4 for name, value in headers)  # "name: value\r\n"
+            message = None
+            if len(headers) > self.max_headers:
+                message = f"The request has {len(headers)} headers; the limit is {self.max_headers} (max_headers)."
+            elif size > self.max_header_bytes:
+                message = (
+                    f"The request target and headers take {size} bytes; the limit is {self.max_header_bytes} "
+                    "(max_header_bytes)."
+                )
+            if message:
+                error = RequestError(
+                    431, message + " Send fewer or shorter headers.", type="request_header_fields_too_large"
+                )
+                body = json.dumps(error.body()).encode()
+                response_headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ]
+                await send({"type": "http.response.start", "status": 431, "headers": response_headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

@@ -2,7 +2,8 @@
 
 An index directory holds everything the server needs, so ``serve --index DIR`` takes no other flag::
 
-    DIR/meta.json         written last: marks a complete build (encoder settings, sizes, index type)
+    DIR/meta.json         written last: marks a complete build (fingerprint, encoder settings, index type, and
+                          the size of every part, which ``serve`` checks)
     DIR/corpus/           the passage store (records.jsonl + offsets.i64, see corpus_store)
     DIR/embeddings.npy    float32 [n, dim] passage embeddings (a .npy file, np.load(mmap_mode="r") reads it)
     DIR/index.faiss       the faiss index (inner product)
@@ -22,16 +23,29 @@ Decisions:
   (IVF/PQ) samples ``train_size`` rows. ``benchmarks/index_build_mem.py`` measures it.
   Search-R1's builder instead keeps every embedding in a Python list, concatenates, then copies into the index
   (about 3x the embedding size, the ">120 GB for Wikipedia").
+- Every build records a fingerprint: the corpus (path, size, SHA-256 of its bytes), the model (path, size, SHA-256
+  over its files; a hub id as given) and ``max_passages``. Building into a folder that holds a build (complete or
+  partial) with another fingerprint or other embedding settings is refused unless ``overwrite``, which deletes
+  exactly what a build writes. Contents, not names, identify a corpus or model: a renamed copy is the same one, and
+  an unchanged path + size + mtime reuses the recorded hash instead of re-reading the file.
+- ``serve`` (:func:`check_index_dir`) refuses a folder whose parts disagree: the passage store's source hash and
+  passage count must be the ones ``meta.json`` recorded, and each file's size the one the build wrote (a swapped
+  store, a truncated ``index.faiss``). A folder without ``meta.json`` is refused too, and ``meta.json`` is removed
+  before a build changes anything a complete index depends on, so a failed build never leaves a folder ``serve``
+  takes for a good index. A faiss type the corpus cannot train (IVF4096 on 5 passages) and a folder that is no
+  model are refused before the corpus is encoded.
 - ``index_type`` is a faiss factory string (``Flat``, ``HNSW64``, ``IVF4096,PQ64``, ...), always with the inner
   product metric (E5/BGE embeddings are normalized, so IP is cosine).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import resource
+import shutil
 import signal
 import time
 import uuid
@@ -39,8 +53,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .corpus_store import CorpusStore, convert_corpus
-from .encoders import Encoder, EncoderConfig
+from ._deps import require
+from .corpus_store import META_FILE as STORE_META
+from .corpus_store import RECORDS_FILE, CorpusStore, convert_corpus
+from .encoders import Encoder, EncoderConfig, check_model_path
+from .search import faiss_reason, import_faiss
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +67,7 @@ CHUNKS_FILE = "chunks.done"
 EMBEDDINGS_FILE = "embeddings.npy"
 INDEX_FILE = "index.faiss"
 CORPUS_DIR = "corpus"
-META_VERSION = 1
+META_VERSION = 2
 
 KILL_AFTER_CHUNKS_ENV = "RETRIEVER_SERVER_TEST_KILL_AFTER_CHUNKS"
 """Fault injection for tests: after this many chunks of the current run are done, write half of the next chunk
@@ -155,60 +172,77 @@ def build_index(config: BuildConfig, encoder: Encoder | None = None) -> BuildRep
         A :class:`BuildReport`.
 
     Raises:
-        ValueError: ``out`` holds a build with different settings and ``overwrite`` is false, or a bad
-            ``index_type``; the message says how to fix it.
+        ValueError: Bad settings (counts, paths, a faiss factory string the corpus cannot train), or ``out`` holds a
+            build of another corpus / model / settings and ``overwrite`` is false; the message says how to fix it.
+        FileNotFoundError, IsADirectoryError, NotADirectoryError: A missing path or a file / folder mix-up.
     """
     import numpy as np
 
     t0 = time.perf_counter()
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
+    _check_inputs(config, out)
+    dim = encoder.dim if encoder is not None else model_dim(config.encoder.model)
+    check_index_type(config.index_type, dim)
     if config.overwrite:
-        for name in (META_FILE, STATE_FILE, CHUNKS_FILE, EMBEDDINGS_FILE, INDEX_FILE):
-            (out / name).unlink(missing_ok=True)
-    if (out / META_FILE).is_file():
-        meta = json.loads((out / META_FILE).read_text())
-        _check_same_settings(meta, config, out, complete=True)
-    if (out / META_FILE).is_file() and meta["index_type"] != config.index_type:
-        # Same embeddings, another index: keep every chunk and rebuild only the index.
-        logger.info("Rebuilding the index of %s as %s from its embeddings", out, config.index_type)
-        (out / META_FILE).unlink()
-    elif (out / META_FILE).is_file():
-        logger.info("%s already holds a complete index; nothing to do (pass overwrite to rebuild)", out)
-        return BuildReport(
-            str(out),
-            meta["num_passages"],
-            meta["dim"],
-            meta["index_type"],
-            0,
-            0,
-            0,
-            meta["num_passages"] * meta["dim"] * 4,
-            time.perf_counter() - t0,
-            already_complete=True,
-        )
+        remove_build(out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path, state_path = out / META_FILE, out / STATE_FILE
+    meta = _read_json(meta_path) if meta_path.is_file() else None
+    state = _read_json(state_path) if state_path.is_file() else None
+    # what this build would record; content hashes are reused from the folder's record while files are unchanged
+    wanted = _wanted(config, (meta or state or {}).get("fingerprint"))
 
-    state_path = out / STATE_FILE
-    if state_path.is_file():
-        _check_same_settings(json.loads(state_path.read_text()), config, out, complete=False)
-    if config.overwrite or not (out / CORPUS_DIR / "store.json").is_file():
+    if meta is not None:
+        _check_same_build(meta, wanted, config, out, complete=True)
+        if meta["index_type"] == config.index_type:
+            logger.info("%s already holds this index; nothing to do (pass overwrite to rebuild)", out)
+            return BuildReport(
+                str(out),
+                meta["num_passages"],
+                meta["dim"],
+                meta["index_type"],
+                0,
+                0,
+                0,
+                meta["num_passages"] * meta["dim"] * 4,
+                time.perf_counter() - t0,
+                already_complete=True,
+            )
+        # Same embeddings, another index: check the new type can be trained before the complete index is touched.
+        check_trainable(config.index_type, meta["dim"], min(config.train_size, meta["num_passages"]))
+        logger.info("Rebuilding the index of %s as %s from its embeddings", out, config.index_type)
+        meta_path.unlink()  # from here until the new meta.json, serve refuses the folder
+
+    if state is not None:
+        _check_same_build(state, wanted, config, out, complete=False)
+    store_meta = _read_json(out / CORPUS_DIR / STORE_META) if (out / CORPUS_DIR / STORE_META).is_file() else {}
+    if (
+        not wanted["corpus"].get("sha256")
+        or store_meta.get("source_sha256") != wanted["corpus"]["sha256"]
+        or store_meta.get("max_passages") != config.max_passages
+    ):
+        # no store yet, or one left by an attempt that failed before its first chunk: (re)convert
         convert_corpus(config.corpus, out / CORPUS_DIR, max_passages=config.max_passages, progress=config.progress)
+        store_meta = _read_json(out / CORPUS_DIR / STORE_META)
+        wanted["corpus"] = _corpus_identity(config.corpus, store_meta)
     store = CorpusStore.open(out / CORPUS_DIR)
     n = len(store)
+    check_trainable(config.index_type, dim, min(config.train_size, n))
     own_encoder = encoder is None
     encoder = encoder or Encoder.load(config.encoder)
     dim = encoder.dim
     state = {
         "meta_version": META_VERSION,
+        "fingerprint": wanted,
         "encoder": config.encoder.embedding_settings(),
         "num_passages": n,
         "dim": dim,
         "chunk_size": config.chunk_size,
         "index_type": config.index_type,
-        "corpus": str(Path(config.corpus).resolve()),
+        "corpus": wanted["corpus"]["path"],
         "max_passages": config.max_passages,
     }
-    state_path.write_text(json.dumps(state, indent=2) + "\n")
+    _write_json(state_path, state)
     rss = {"load": peak_rss_bytes()}
 
     emb_path = out / EMBEDDINGS_FILE
@@ -255,14 +289,13 @@ def build_index(config: BuildConfig, encoder: Encoder | None = None) -> BuildRep
     rss["index"] = peak_rss_bytes()
     meta = {
         **state,
+        "build_id": run_id,
         "encoder": config.encoder.to_dict(),
         "metric": "inner_product",
-        "files": {"corpus": CORPUS_DIR, "embeddings": EMBEDDINGS_FILE, "index": INDEX_FILE},
+        "files": _part_sizes(out),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    tmp = out / (META_FILE + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
-    os.replace(tmp, out / META_FILE)
+    _write_json(meta_path, meta)
     report = BuildReport(
         str(out),
         n,
@@ -279,22 +312,292 @@ def build_index(config: BuildConfig, encoder: Encoder | None = None) -> BuildRep
     return report
 
 
-def _check_same_settings(saved: dict[str, Any], config: BuildConfig, out: Path, *, complete: bool) -> None:
-    wanted = {"encoder": config.encoder.embedding_settings(), "max_passages": config.max_passages}
-    if not complete:
-        wanted["chunk_size"] = config.chunk_size
-    saved_encoder = {k: saved.get("encoder", {}).get(k) for k in wanted["encoder"]}
-    diffs = [
-        f"{key}: saved {saved_encoder if key == 'encoder' else saved.get(key)!r}, requested {value!r}"
-        for key, value in wanted.items()
-        if (saved_encoder if key == "encoder" else saved.get(key)) != value
-    ]
-    if diffs:
-        kind = "a complete index" if complete else "a partial build"
-        raise ValueError(
-            f"{out} holds {kind} made with different settings ({'; '.join(diffs)}). Re-run with the same settings "
-            "to resume, choose another --out, or pass --overwrite to discard it."
+# ---- inputs ----------------------------------------------------------------------------------------------------------
+
+BUILD_ENTRIES = (META_FILE, STATE_FILE, CHUNKS_FILE, EMBEDDINGS_FILE, INDEX_FILE, CORPUS_DIR)
+"""What a build writes into its directory (``remove_build`` deletes exactly these, plus their ``.tmp`` files)."""
+
+
+def _check_inputs(config: BuildConfig, out: Path) -> None:
+    """Refuse bad settings before anything is read, loaded or written."""
+    counts = {
+        "chunk_size": (config.chunk_size, "--chunk-size"),
+        "train_size": (config.train_size, "--train-size"),
+        "max_passages": (config.max_passages, "--max-passages"),
+    }
+    for name, (value, flag) in counts.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} is {value!r}; it must be a whole number of at least 1 ({flag}).")
+    corpus = Path(config.corpus)
+    if corpus.is_dir():
+        raise IsADirectoryError(f"--corpus {corpus} is a folder; pass the Search-R1 JSON Lines corpus file.")
+    if not corpus.is_file():
+        raise FileNotFoundError(f"--corpus {corpus} does not exist; pass a Search-R1 JSON Lines corpus file.")
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(
+            f"--out {out} is a file; an index is a folder. Choose a new folder name (it is created)."
         )
+    if out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir() if p.name.removesuffix(".tmp") not in BUILD_ENTRIES)
+        if foreign:
+            raise ValueError(
+                f"--out {out} holds files that are not an index build ({', '.join(foreign[:5])}"
+                f"{', ...' if len(foreign) > 5 else ''}); choose an empty or new folder, so nothing of yours is "
+                "mixed into (or deleted with) the index."
+            )
+    check_model_path(config.encoder.model)
+
+
+def remove_build(out: Path) -> None:
+    """Delete what a build wrote in ``out`` (and nothing else)."""
+    for name in BUILD_ENTRIES:
+        for path in (out / name, out / f"{name}.tmp"):
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+
+
+def model_dim(model: str) -> int:
+    """The embedding width of ``model`` from its config alone (no weights are loaded)."""
+    transformers = require("transformers", "Reading a model's config")
+    try:
+        config = transformers.AutoConfig.from_pretrained(model)
+    except (OSError, ValueError) as e:
+        raise ValueError(
+            f"--model {model} cannot be loaded as a Hugging Face model ({str(e).strip().splitlines()[0]}); pass a "
+            "model folder with config.json and weights, or a hub id available offline."
+        ) from None
+    dim = getattr(config, "hidden_size", None)
+    if not isinstance(dim, int):
+        raise ValueError(f"--model {model}: its config has no hidden_size, so it is not a text encoder.")
+    return dim
+
+
+# ---- fingerprints ----------------------------------------------------------------------------------------------------
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def corpus_fingerprint(path: str | os.PathLike[str], known: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``{"path", "size", "mtime_ns", "sha256"}`` of a corpus file.
+
+    The content hash is what identifies the corpus; it is reused from ``known`` (a fingerprint recorded earlier)
+    when path, size and modification time are unchanged, so re-running a build does not re-read the corpus.
+    """
+    src = Path(path).resolve()
+    stat = src.stat()
+    here = {"path": str(src), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    if known and all(known.get(k) == v for k, v in here.items()) and known.get("sha256"):
+        return {**here, "sha256": known["sha256"]}
+    return {**here, "sha256": file_sha256(src)}
+
+
+def _corpus_identity(path: str | os.PathLike[str], store_meta: dict[str, Any]) -> dict[str, Any]:
+    """The fingerprint of the corpus a store was just converted from (its hash was computed on the way)."""
+    src = Path(path).resolve()
+    stat = src.stat()
+    return {"path": str(src), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": store_meta["source_sha256"]}
+
+
+def model_fingerprint(model: str, known: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``{"path", "size", "sha256"}`` over the files of a local model folder, or ``{"id"}`` for a hub id.
+
+    Reused from ``known`` while the folder's total size and newest modification time are unchanged.
+    """
+    root = Path(model)
+    if not root.is_dir():
+        return {"id": model}
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.relative_to(root).parts[0].startswith("."))
+    stats = [p.stat() for p in files]
+    here = {
+        "path": str(root.resolve()),
+        "size": sum(st.st_size for st in stats),
+        "mtime_ns": max((st.st_mtime_ns for st in stats), default=0),
+    }
+    if known and all(known.get(k) == v for k, v in here.items()) and known.get("sha256"):
+        return {**here, "sha256": known["sha256"]}
+    digest = hashlib.sha256()
+    for p in files:
+        digest.update(str(p.relative_to(root)).encode() + b"\0")
+        digest.update(file_sha256(p).encode())
+    return {**here, "sha256": digest.hexdigest()}
+
+
+def _wanted(config: BuildConfig, known: dict[str, Any] | None) -> dict[str, Any]:
+    """The fingerprint the requested build would have (content hashes reused from ``known`` where unchanged)."""
+    known = known or {}
+    corpus = {"path": str(Path(config.corpus).resolve())}
+    if known.get("corpus"):
+        corpus = corpus_fingerprint(config.corpus, known["corpus"])
+    return {
+        "corpus": corpus,
+        "model": model_fingerprint(config.encoder.model, known.get("model")),
+        "max_passages": config.max_passages,
+    }
+
+
+def _same_thing(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two corpus / model fingerprints name the same content (a moved or renamed copy is the same)."""
+    if "sha256" in a or "sha256" in b:
+        return a.get("sha256") == b.get("sha256")
+    return a == b
+
+
+def _check_same_build(saved: dict[str, Any], wanted: dict[str, Any], config: BuildConfig, out: Path, *, complete: bool):
+    """Refuse to resume or reuse ``out`` unless it holds a build of the same corpus, model and embedding settings."""
+    kind = "a complete index" if complete else "a partial build"
+    fix = "choose another --out, or pass --overwrite to delete it and build anew."
+    recorded = saved.get("fingerprint")
+    if recorded is None:
+        raise ValueError(
+            f"{out} holds {kind} made before builds recorded their corpus and model, so whether it matches cannot be "
+            f"checked; {fix}"
+        )
+    diffs = []
+    if not _same_thing(recorded["corpus"], wanted["corpus"]):
+        diffs.append(
+            f"corpus {recorded['corpus'].get('path')} (sha256 {recorded['corpus'].get('sha256', '?')[:12]}) "
+            f"vs requested {wanted['corpus']['path']} (sha256 {wanted['corpus'].get('sha256', '?')[:12]})"
+        )
+    if not _same_thing(recorded["model"], wanted["model"]):
+        diffs.append(
+            f"model {recorded['model'].get('path', recorded['model'].get('id'))} vs requested {config.encoder.model}"
+        )
+    if recorded.get("max_passages") != config.max_passages:
+        diffs.append(f"max_passages {recorded.get('max_passages')} vs requested {config.max_passages}")
+    settings = {k: v for k, v in config.encoder.embedding_settings().items() if k != "model"}
+    saved_settings = {k: saved.get("encoder", {}).get(k) for k in settings}
+    if saved_settings != settings:
+        diffs.append(f"encoder settings {saved_settings} vs requested {settings}")
+    if not complete and saved.get("chunk_size") != config.chunk_size:
+        diffs.append(f"chunk_size {saved.get('chunk_size')} vs requested {config.chunk_size}")
+    if diffs:
+        raise ValueError(
+            f"{out} holds {kind} of another build ({'; '.join(diffs)}). Re-run with the same settings to "
+            f"{'reuse' if complete else 'resume'} it, or {fix}"
+        )
+
+
+# ---- consistency of a finished index ---------------------------------------------------------------------------------
+
+
+def _part_sizes(out: Path) -> dict[str, Any]:
+    """What ``meta.json`` records of each part, so that ``serve`` can tell parts of different builds apart."""
+    store = _read_json(out / CORPUS_DIR / STORE_META)
+    parts: dict[str, Any] = {
+        "corpus": {
+            "dir": CORPUS_DIR,
+            "num_passages": store["num_passages"],
+            "source_sha256": store["source_sha256"],
+            "records_bytes": (out / CORPUS_DIR / RECORDS_FILE).stat().st_size,
+        },
+        "index": {"name": INDEX_FILE, "bytes": (out / INDEX_FILE).stat().st_size},
+    }
+    if (out / EMBEDDINGS_FILE).is_file():
+        parts["embeddings"] = {"name": EMBEDDINGS_FILE, "bytes": (out / EMBEDDINGS_FILE).stat().st_size}
+    return parts
+
+
+def check_index_dir(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``meta.json`` and check that the folder's parts are the ones that build wrote; return the meta.
+
+    Raises:
+        FileNotFoundError: No complete build (no ``meta.json``).
+        ValueError: A damaged ``meta.json``, or parts that disagree with it (another build's corpus store, a
+            truncated or replaced ``index.faiss`` / ``embeddings.npy``); the message names the part.
+    """
+    root = Path(index_dir)
+    meta_path = root / META_FILE
+    if not meta_path.is_file():
+        hint = " (a build was started there: re-run the same build command to finish it)" if root.is_dir() else ""
+        raise FileNotFoundError(
+            f"{root} holds no complete index (no {META_FILE}){hint}. Build one with `python -m retriever_server "
+            "build --corpus C.jsonl --model M --out DIR`, or pass a faiss index file with --corpus_path."
+        )
+    meta = _read_json(meta_path)
+    rebuild = f"Rebuild it: python -m retriever_server build ... --out {root} --overwrite."
+    files = meta.get("files", {})
+    if not isinstance(files.get("index"), dict):
+        logger.warning(
+            "%s was built before indexes recorded their parts; its corpus, embeddings and index cannot be checked "
+            "against each other. Rebuild it with --overwrite to record them.",
+            root,
+        )
+        return meta
+    store_path = root / CORPUS_DIR / STORE_META
+    store = _read_json(store_path) if store_path.is_file() else {}
+    corpus = files["corpus"]
+    if store.get("source_sha256") != corpus["source_sha256"] or store.get("num_passages") != corpus["num_passages"]:
+        raise ValueError(
+            f"{root}: the passage store ({CORPUS_DIR}/) is not the one this index was built with (store: "
+            f"{store.get('num_passages')} passages of sha256 {str(store.get('source_sha256'))[:12]}; index: "
+            f"{corpus['num_passages']} of sha256 {corpus['source_sha256'][:12]}), so hits would return the wrong "
+            f"text. {rebuild}"
+        )
+    checks = [(CORPUS_DIR + "/" + RECORDS_FILE, corpus["records_bytes"])]
+    checks += [(part["name"], part["bytes"]) for key, part in files.items() if key in ("index", "embeddings")]
+    for name, size in checks:
+        path = root / name
+        actual = path.stat().st_size if path.is_file() else None
+        if actual != size:
+            state = "is missing" if actual is None else f"has {actual} bytes"
+            raise ValueError(
+                f"{root}: {name} {state} but the build wrote {size}; the file is truncated or comes from another "
+                f"build. {rebuild}"
+            )
+    return meta
+
+
+# ---- faiss -----------------------------------------------------------------------------------------------------------
+
+
+def check_index_type(index_type: str, dim: int) -> None:
+    """Refuse a faiss factory string faiss cannot build for ``dim``-d vectors (before anything is encoded)."""
+    faiss = import_faiss("Building an index")
+    try:
+        faiss.index_factory(dim, index_type, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise ValueError(
+            f"faiss cannot build index type {index_type!r} for {dim}-d vectors ({faiss_reason(e)}). Use a faiss "
+            "factory string such as 'Flat', 'HNSW64', 'IVF4096,Flat' or 'IVF4096,PQ64' (--index-type)."
+        ) from None
+
+
+def check_trainable(index_type: str, dim: int, train_rows: int) -> None:
+    """Refuse an index type whose training needs more rows than the corpus has (IVF4096 on 5 passages).
+
+    k-means in faiss needs at least as many training vectors as centroids: ``nlist`` for an IVF coarse quantizer,
+    ``2**nbits`` per product-quantizer sub-space.
+    """
+    faiss = import_faiss("Building an index")
+    index = faiss.index_factory(dim, index_type, faiss.METRIC_INNER_PRODUCT)
+    if index.is_trained:
+        return
+    needs = []
+    try:
+        ivf = faiss.extract_index_ivf(index)
+        needs.append((ivf.nlist, f"{ivf.nlist} IVF lists"))
+    except RuntimeError:
+        pass  # not an IVF index
+    pq = getattr(faiss.downcast_index(index), "pq", None)
+    if pq is None and needs:
+        pq = getattr(faiss.downcast_index(faiss.extract_index_ivf(index)), "pq", None)
+    if pq is not None:
+        needs.append((pq.ksub, f"{pq.ksub} centroids per PQ sub-quantizer"))
+    for rows, what in needs:
+        if train_rows < rows:
+            suggestion = "Flat" if train_rows < 1000 else f"IVF{max(1, train_rows // 39)},Flat"
+            raise ValueError(
+                f"index type {index_type!r} needs at least {rows} training vectors ({what}) but the corpus gives "
+                f"{train_rows}; choose a smaller index for this corpus, e.g. --index-type {suggestion}."
+            )
 
 
 def _npy_header_size(path: Path, n: int, dim: int) -> int:
@@ -348,16 +651,9 @@ def _read_done_chunks(path: Path) -> set[int]:
 def _build_faiss_index(emb_path: Path, header: int, n: int, dim: int, config: BuildConfig, index_path: Path) -> None:
     import numpy as np
 
-    from .search import import_faiss
-
     faiss = import_faiss("Building an index")
-    try:
-        index = faiss.index_factory(dim, config.index_type, faiss.METRIC_INNER_PRODUCT)
-    except RuntimeError as e:
-        raise ValueError(
-            f"faiss cannot build index type {config.index_type!r} ({str(e).strip().splitlines()[-1]}). Use a faiss "
-            "factory string such as 'Flat', 'HNSW64', 'IVF4096,Flat' or 'IVF4096,PQ64' (--index-type)."
-        ) from None
+    check_index_type(config.index_type, dim)
+    index = faiss.index_factory(dim, config.index_type, faiss.METRIC_INNER_PRODUCT)
     with open(emb_path, "rb") as f:
         if not index.is_trained:
             take = min(config.train_size, n)
@@ -367,12 +663,38 @@ def _build_faiss_index(emb_path: Path, header: int, n: int, dim: int, config: Bu
             for j, r in enumerate(rows):
                 sample[j] = _read_rows(f, header, dim, int(r), int(r) + 1)[0]
             logger.info("Training %s on %d sampled rows", config.index_type, take)
-            index.train(sample)
+            try:
+                index.train(sample)
+            except RuntimeError as e:
+                raise ValueError(
+                    f"faiss could not train {config.index_type!r} on {take} rows ({faiss_reason(e)}); choose an index "
+                    "type this corpus can train (--index-type), e.g. Flat. The embeddings are kept: re-running with "
+                    "another --index-type only rebuilds the index."
+                ) from None
             del sample
         step = max(config.chunk_size, 1)
         for start in range(0, n, step):
             index.add(_read_rows(f, header, dim, start, min(start + step, n)))
-    tmp = index_path.with_suffix(".tmp")
+    tmp = index_path.with_name(index_path.name + ".tmp")
     faiss.write_index(index, str(tmp))
     os.replace(tmp, index_path)
     logger.info("Wrote %s (%s, %d vectors)", index_path, config.index_type, index.ntotal)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(
+            f"{path} is not valid JSON ({e}); the folder is damaged. Rebuild it with --overwrite (or delete it)."
+        ) from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a JSON object; the folder is damaged. Rebuild it with --overwrite.")
+    return data
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` atomically (a temporary file renamed into place)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)

@@ -26,6 +26,15 @@ import logging
 import sys
 from typing import Any
 
+from .cli_common import (
+    OneLineParser,
+    add_debug_flag,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    run_main,
+    tcp_port,
+)
 from .encoders import PRESETS
 from .search import BACKENDS
 
@@ -45,14 +54,14 @@ def _add_encoder_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--query-prefix", help="override the text prepended to queries")
     g.add_argument("--passage-prefix", help="override the text prepended to passages")
     g.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2-normalize")
-    g.add_argument("--max-length", type=int, help="tokens per text (default 256)")
+    g.add_argument("--max-length", type=positive_int, help="tokens per text (default 256)")
 
 
 def _add_runtime_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("runtime")
     g.add_argument("--device", help="encoder device: auto (default), cpu, cuda, cuda:N")
     g.add_argument("--fp16", action=argparse.BooleanOptionalAction, default=None, help="fp16 (default: on CUDA)")
-    g.add_argument("--num-threads", type=int, help="torch CPU threads (default: all cores)")
+    g.add_argument("--num-threads", type=positive_int, help="torch CPU threads (default: all cores)")
     g.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -77,16 +86,17 @@ def _add_load_options(p: argparse.ArgumentParser, *, required: bool) -> None:
     g.add_argument("--backend", choices=BACKENDS, default="auto", help="search backend (default auto)")
     g.add_argument("--faiss-gpu", "--faiss_gpu", dest="faiss_gpu", action="store_true", help="= --backend faiss-gpu")
     g.add_argument("--search-params", help="faiss ParameterSpace string, e.g. nprobe=64 or efSearch=128")
-    g.add_argument("--encoder-batch-size", type=int, help="texts per encoder forward pass (default 128)")
+    g.add_argument("--encoder-batch-size", type=positive_int, help="texts per encoder forward pass (default 128)")
     g.add_argument("--corpus-store", help="where to keep the converted corpus (default <corpus_path>.store)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (subcommands ``build``, ``serve``, ``query``)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m retriever_server",
         description="Dense retrieval server (E5/BGE + FAISS) with the Search-R1 /retrieve wire format.",
     )
+    add_debug_flag(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     b = sub.add_parser("build", help="encode a corpus and build an index directory (resumable)")
@@ -96,10 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--index-type", default="Flat", help="faiss factory string: Flat (default), HNSW64, IVF4096,PQ64 ..."
     )
-    b.add_argument("--batch-size", type=int, default=128, help="texts per encoder forward pass (default 128)")
-    b.add_argument("--chunk-size", type=int, default=4096, help="passages per resumable chunk (default 4096)")
-    b.add_argument("--max-passages", type=int, help="index only the first N passages")
-    b.add_argument("--train-size", type=int, default=262144, help="rows sampled to train IVF/PQ (default 262144)")
+    b.add_argument("--batch-size", type=positive_int, default=128, help="texts per encoder forward pass (default 128)")
+    b.add_argument("--chunk-size", type=positive_int, default=4096, help="passages per resumable chunk (default 4096)")
+    b.add_argument("--max-passages", type=positive_int, help="index only the first N passages")
+    b.add_argument(
+        "--train-size", type=positive_int, default=262144, help="rows sampled to train IVF/PQ (default 262144)"
+    )
     b.add_argument("--overwrite", action="store_true", help="discard an existing build in --out instead of resuming")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     _add_encoder_options(b)
@@ -111,25 +123,47 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retriever-name", "--retriever_name", dest="retriever_name", help="encoder preset (index file)")
     g = s.add_argument_group("http")
     g.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; 0.0.0.0 = all)")
-    g.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    g.add_argument("--topk", type=int, default=3, help="hits per query when a request sends none (default 3)")
-    g.add_argument("--max-topk", type=int, default=100, help="largest topk a request may ask (default 100)")
-    g.add_argument("--max-queries", type=int, default=8192, help="most queries per request (default 8192)")
-    g.add_argument("--max-query-chars", type=int, default=4096, help="longest query in characters (default 4096)")
-    g.add_argument("--max-body-bytes", type=int, default=32 << 20, help="largest request body (default 32 MiB)")
-    g.add_argument("--max-batch-size", type=int, default=128, help="most queries per micro-batch (default 128)")
-    g.add_argument("--max-wait-ms", type=float, default=20.0, help="longest micro-batch wait (ms, default 20)")
+    g.add_argument("--port", type=tcp_port, default=8000, help="port (default 8000)")
+    g.add_argument("--topk", type=positive_int, default=3, help="hits per query when a request sends none (default 3)")
+    g.add_argument("--max-topk", type=positive_int, default=100, help="largest topk a request may ask (default 100)")
+    g.add_argument("--max-queries", type=positive_int, default=8192, help="most queries per request (default 8192)")
     g.add_argument(
-        "--arrival-gap-ms", type=float, default=2.0, help="dispatch once nothing arrived for this long (default 2)"
+        "--max-query-chars", type=positive_int, default=4096, help="longest query in characters (default 4096)"
+    )
+    g.add_argument(
+        "--max-body-bytes", type=positive_int, default=32 << 20, help="largest request body (default 32 MiB)"
+    )
+    g.add_argument(
+        "--max-batch-size", type=positive_int, default=128, help="most queries per micro-batch (default 128)"
+    )
+    g.add_argument(
+        "--max-wait-ms", type=non_negative_float, default=20.0, help="longest micro-batch wait (ms, default 20)"
+    )
+    g.add_argument(
+        "--arrival-gap-ms",
+        type=non_negative_float,
+        default=2.0,
+        help="dispatch once nothing arrived for this long (default 2)",
     )
     g.add_argument("--no-batching", dest="batching", action="store_false", help="run every request alone")
     g.add_argument("--access-log", action="store_true", help="uvicorn access log (off by default: it costs CPU)")
+    g.add_argument(
+        "--max-header-bytes", type=positive_int, default=16 << 10, help="largest request head (default 16 KiB)"
+    )
+    g.add_argument("--max-headers", type=positive_int, default=100, help="most request headers (default 100)")
+    g.add_argument(
+        "--header-timeout", type=positive_float, default=10.0, help="seconds to send a request head (default 10)"
+    )
+    g.add_argument("--body-timeout", type=positive_float, default=30.0, help="seconds between body reads (default 30)")
+    g.add_argument("--keep-alive-timeout", type=positive_float, default=5.0, help="idle kept-alive seconds (default 5)")
+    g.add_argument("--docs", action="store_true", help="serve /docs, /redoc and /openapi.json (off by default)")
+    g.add_argument("--health-paths", action="store_true", help="show index/model paths in /health (default: names)")
     r = s.add_argument_group("ray serve")
     r.add_argument("--ray", action="store_true", help="deploy with Ray Serve instead of a single uvicorn process")
-    r.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas (default 1)")
-    r.add_argument("--gpus-per-replica", type=float, default=0.0, help="GPUs per replica (default 0)")
-    r.add_argument("--cpus-per-replica", type=float, default=1.0, help="CPUs per replica (default 1)")
-    r.add_argument("--max-ongoing-requests", type=int, default=256, help="per replica (default 256)")
+    r.add_argument("--replicas", type=positive_int, default=1, help="Ray Serve replicas (default 1)")
+    r.add_argument("--gpus-per-replica", type=non_negative_float, default=0.0, help="GPUs per replica (default 0)")
+    r.add_argument("--cpus-per-replica", type=non_negative_float, default=1.0, help="CPUs per replica (default 1)")
+    r.add_argument("--max-ongoing-requests", type=positive_int, default=256, help="per replica (default 256)")
     r.add_argument("--ray-address", help="existing Ray cluster address (default: RAY_ADDRESS or a local instance)")
     _add_runtime_options(s)
     s.set_defaults(func=_cmd_serve)
@@ -137,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("query", help="print ranked titles and scores for questions")
     q.add_argument("questions", nargs="+", help="one or more questions")
     q.add_argument("--url", help="ask a running server (e.g. http://127.0.0.1:8000) instead of loading --index")
-    q.add_argument("--topk", type=int, default=3, help="hits per question (default 3)")
+    q.add_argument("--topk", type=positive_int, default=3, help="hits per question (default 3)")
     q.add_argument("--json", action="store_true", help="print the raw /retrieve JSON")
     _add_load_options(q, required=False)
     q.add_argument("--retriever-name", "--retriever_name", dest="retriever_name", help="encoder preset (index file)")
@@ -219,6 +253,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_batch_size=args.max_batch_size,
         max_wait_ms=args.max_wait_ms,
         arrival_gap_ms=args.arrival_gap_ms,
+        max_header_bytes=args.max_header_bytes,
+        max_headers=args.max_headers,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        keep_alive_timeout_s=args.keep_alive_timeout,
+        docs=args.docs,
+        health_paths=args.health_paths,
     )
     if args.ray:
         from .ray_app import RayServeConfig, serve_forever
@@ -233,14 +274,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return 0
     from ._deps import require
     from .app import create_app
+    from .http_guard import uvicorn_config
     from .ray_app import load_source
 
     uvicorn = require("uvicorn", "Serving over HTTP")
     retriever = load_source(source, options)
     app = create_app(retriever, server)
+    config = uvicorn_config(app, server, log_level=args.log_level, access_log=args.access_log)
     logger.info("Serving %d passages on http://%s:%d", len(retriever.store), server.host, server.port)
-    uvicorn.run(app, host=server.host, port=server.port, access_log=args.access_log, log_level=args.log_level.lower())
-    return 0
+    http_server = uvicorn.Server(config)
+    http_server.run()
+    return 0 if http_server.started else 1
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
@@ -248,13 +292,17 @@ def _cmd_query(args: argparse.Namespace) -> int:
     if args.url:
         import httpx
 
-        response = httpx.post(
-            args.url.rstrip("/") + "/retrieve",
-            json={"queries": args.questions, "topk": args.topk, "return_scores": True},
-            timeout=60.0,
-        )
+        url = args.url.rstrip("/") + "/retrieve"
+        try:
+            response = httpx.post(
+                url, json={"queries": args.questions, "topk": args.topk, "return_scores": True}, timeout=60.0
+            )
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
+            raise ConnectionError(
+                f"cannot reach {url} ({type(e).__name__}: {e}); is the server running there? (--url)"
+            ) from None
         if response.status_code != 200:
-            print(f"error {response.status_code}: {response.text}", file=sys.stderr)
+            print(f"error {response.status_code}: {' '.join(response.text.split())[:500]}", file=sys.stderr)
             return 1
         result = response.json()["result"]
     elif args.index:
@@ -286,15 +334,6 @@ def _title_text(document: dict[str, Any]) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m retriever_server``; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, ImportError) as e:
-        logger.debug("failed", exc_info=True)
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    """Entry point of ``python -m retriever_server``; returns the exit code (errors: one line, see
+    :mod:`retriever_server.cli_common`)."""
+    return run_main(build_parser(), argv)

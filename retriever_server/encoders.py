@@ -1,6 +1,6 @@
 """Dense text encoders: E5, BGE, or any Hugging Face encoder with explicit pooling and prefixes.
 
-The presets follow SPEC §0.3:
+The presets (Search-R1's E5 setup, ReasonRAG's BGE, and plain pooling for other encoders):
 
 ========  ========  =========  ===================================================================  ==========
 preset    pooling   normalize  query prefix / passage prefix                                        max length
@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._deps import require
@@ -106,7 +107,7 @@ class EncoderConfig:
     passage_prefix: str = ""
     """Text prepended to every passage (E5: ``"passage: "``)."""
     max_length: int = 256
-    """Tokens per text; longer texts are truncated (SPEC §0.3: 256 for E5)."""
+    """Tokens per text; longer texts are truncated (256, Search-R1's setting for E5)."""
     batch_size: int = 128
     """Texts per forward pass. Larger calls are split into batches of this size."""
     device: str = "auto"
@@ -186,16 +187,24 @@ class Encoder:
 
         Raises:
             ImportError: torch or transformers is missing (with the install hint).
-            OSError: The model path / id cannot be loaded (transformers' message).
+            ValueError: The model path / id is not a loadable model (the message says why and what to pass).
         """
         torch = require("torch", "Encoding text")
         transformers = require("transformers", "Encoding text")
+        check_model_path(config.model)
         device = resolve_device(config.device)
         if config.num_threads:
             torch.set_num_threads(config.num_threads)
         use_fp16 = config.fp16 if config.fp16 is not None else device.startswith("cuda")
-        tokenizer = transformers.AutoTokenizer.from_pretrained(config.model, use_fast=True)
-        model = transformers.AutoModel.from_pretrained(config.model)
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(config.model, use_fast=True)
+            model = transformers.AutoModel.from_pretrained(config.model)
+        except (OSError, ValueError, KeyError) as e:
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(
+                f"Cannot load the encoder {config.model} ({reason}). Pass a Hugging Face model folder (config.json, "
+                "tokenizer and weights) or a hub id that is available (--model)."
+            ) from None
         model.eval()
         if use_fp16:
             model = model.half()
@@ -271,6 +280,33 @@ class Encoder:
         if self.config.normalize:
             emb = torch.nn.functional.normalize(emb, p=2, dim=-1)
         return emb.cpu().numpy()
+
+
+def check_model_path(model: str) -> None:
+    """Refuse a model argument that cannot be a model before anything is loaded: a file, a folder without
+    ``config.json``, or a path that does not exist (a plain ``org/name`` is left to the hub).
+
+    Raises:
+        NotADirectoryError, FileNotFoundError, ValueError: The message says what was given and what to pass.
+    """
+    path = Path(model).expanduser()
+    if path.is_file():
+        raise NotADirectoryError(
+            f"The model {model} is a file; pass the model folder (the one holding config.json and the weights) or a "
+            "hub id (--model)."
+        )
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(
+                f"The model folder {model} has no config.json, so it is not a Hugging Face model; pass the folder "
+                "that holds config.json, the tokenizer and the weights (--model)."
+            )
+        return
+    looks_like_path = model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model
+    if looks_like_path:
+        raise FileNotFoundError(
+            f"The model folder {model} does not exist; pass an existing model folder or a hub id (--model)."
+        )
 
 
 def resolve_device(device: str) -> str:

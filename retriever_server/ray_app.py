@@ -78,17 +78,24 @@ def load_source(source: IndexSource, options: LoadOptions):
     """
     from pathlib import Path
 
+    from .cli_common import input_file
     from .encoders import EncoderConfig
     from .retriever import Retriever
 
     if Path(source.index).is_dir():
         return Retriever.from_index_dir(source.index, options)
+    if not Path(source.index).exists():
+        raise FileNotFoundError(
+            f"--index {source.index} does not exist; pass an index folder made by `python -m retriever_server build`, "
+            "or a faiss index file with --corpus_path and --retriever_model."
+        )
     if not source.corpus_path or not source.retriever_model:
         raise ValueError(
             f"{source.index} is a file, so it is read as a faiss index (Search-R1 layout) and needs --corpus_path "
             "(the corpus .jsonl it was built from) and --retriever_model (the encoder); or pass an index directory "
             "made by `python -m retriever_server build`."
         )
+    input_file(source.corpus_path, "--corpus_path")
     encoder = EncoderConfig.from_preset(
         source.retriever_model,
         source.retriever_name,

@@ -6,14 +6,13 @@ micro-batcher (:mod:`retriever_server.batching`).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .build import CORPUS_DIR, EMBEDDINGS_FILE, INDEX_FILE, META_FILE
+from .build import CORPUS_DIR, EMBEDDINGS_FILE, INDEX_FILE, check_index_dir
 from .corpus_store import CorpusStore, convert_corpus, store_is_current
 from .encoders import Encoder, EncoderConfig, TextKind, with_overrides
 from .search import FaissBackend, SearchBackend, TorchBackend, resolve_backend
@@ -81,17 +80,12 @@ class Retriever:
 
         Raises:
             FileNotFoundError: ``index_dir`` holds no complete build (the message says how to make one).
+            ValueError: Its parts come from different builds or are damaged (:func:`~retriever_server.build.
+                check_index_dir`).
         """
         options = options or LoadOptions()
         root = Path(index_dir)
-        meta_path = root / META_FILE
-        if not meta_path.is_file():
-            hint = " (a build was started there: re-run the same build command to finish it)" if root.is_dir() else ""
-            raise FileNotFoundError(
-                f"{root} holds no complete index (no {META_FILE}){hint}. Build one with `python -m retriever_server "
-                "build --corpus C.jsonl --model M --out DIR`, or pass a faiss index file with --corpus_path."
-            )
-        meta = json.loads(meta_path.read_text())
+        meta = check_index_dir(root)
         enc_config = EncoderConfig(**meta["encoder"])
         enc_config = with_overrides(
             enc_config,
@@ -124,13 +118,14 @@ class Retriever:
         and reused while the corpus file is unchanged.
         """
         options = options or LoadOptions()
+        # the index first: a file that is not a faiss index fails before the corpus is converted
+        index_type = _faiss_index_kind(index_path)
+        backend_name = resolve_backend(options.backend, index_type=index_type, has_embeddings=index_type == "Flat")
+        backend = _load_backend(backend_name, Path(index_path), Path(index_path), options)
         store_dir = Path(options.corpus_store or f"{corpus_path}.store")
         if not store_is_current(store_dir, corpus_path):
             logger.info("Converting %s into the passage store %s (once)", corpus_path, store_dir)
             convert_corpus(corpus_path, store_dir, progress=True)
-        index_type = _faiss_index_kind(index_path)
-        backend_name = resolve_backend(options.backend, index_type=index_type, has_embeddings=index_type == "Flat")
-        backend = _load_backend(backend_name, Path(index_path), Path(index_path), options)
         encoder = Encoder.load(with_overrides(encoder_config, device=options.device, fp16=options.fp16))
         info = {"index": str(index_path), "index_type": index_type}
         return cls(encoder, backend, CorpusStore.open(store_dir), info)

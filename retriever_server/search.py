@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -50,6 +51,17 @@ def import_faiss(feature: str = "Searching an index"):
     faiss = require("faiss", feature)
     faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
     return faiss
+
+
+def faiss_reason(error: Exception) -> str:
+    """The readable part of a faiss C++ error: its last line without the ``Error in <function> at <file>:<line>:``
+    prefix.
+
+    >>> faiss_reason(RuntimeError("Error in void f() at /project/faiss/x.cpp:64: Error: 'n >= k' failed: too few"))
+    "Error: 'n >= k' failed: too few"
+    """
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    return re.sub(r"^Error in .*? at \S+?:\d+: ", "", lines[-1])[:300]
 
 
 def faiss_has_gpu() -> bool:
@@ -108,7 +120,15 @@ class FaissBackend:
             RuntimeError: ``gpu`` was requested but faiss has no GPU support here.
         """
         faiss = import_faiss()
-        index = faiss.read_index(str(path))
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"faiss index {path} does not exist (or is a folder); pass the index file.")
+        try:
+            index = faiss.read_index(str(path))
+        except RuntimeError as e:
+            raise ValueError(
+                f"faiss cannot read {path} ({faiss_reason(e)}): the file is truncated, damaged or not a faiss index. "
+                "Rebuild it (python -m retriever_server build ... --overwrite)."
+            ) from None
         if search_params:
             faiss.ParameterSpace().set_index_parameters(index, search_params)
         if not gpu:

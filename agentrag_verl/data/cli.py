@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from retriever_server.cli_common import output_dir, plain_name, positive_int, report_error
+
 from .flashrag import DataSourceError
 from .prepare import DATA_SOURCE_PREFIX, PRESETS, OutputSpec, SourceSpec, prepare_outputs
 
@@ -25,20 +27,20 @@ def _prepare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     if (args.preset is None) == (args.input is None):
-        print("agentrag-verl data prepare: give exactly one of --preset NAME or --input FILE", file=sys.stderr)
+        print("agentrag-verl data prepare: error: give exactly one of --preset NAME or --input FILE", file=sys.stderr)
         return 2
     if args.preset is not None:
         if args.preset not in PRESETS:
             print(
-                f"agentrag-verl data prepare: unknown preset {args.preset!r}; choose one of {sorted(PRESETS)} "
+                f"agentrag-verl data prepare: error: unknown preset {args.preset!r}; choose one of {sorted(PRESETS)} "
                 "(agentrag-verl data presets lists them)",
                 file=sys.stderr,
             )
             return 2
         if args.flashrag_dir is None and not args.hub:
             print(
-                "agentrag-verl data prepare: a preset reads FlashRAG benchmarks: pass --flashrag-dir DIR (a local copy "
-                "of RUC-NLPIR/FlashRAG_datasets) or --hub to download them",
+                "agentrag-verl data prepare: error: a preset reads FlashRAG benchmarks: pass --flashrag-dir DIR (a "
+                "local copy of RUC-NLPIR/FlashRAG_datasets) or --hub to download them",
                 file=sys.stderr,
             )
             return 2
@@ -47,6 +49,11 @@ def _prepare(args: argparse.Namespace) -> int:
         name = args.name or Path(args.input).stem
         outputs = (OutputSpec(args.split, args.split, (SourceSpec(name, args.split, path=args.input),)),)
     try:
+        from agentrag_verl.formats import get_format
+
+        get_format(args.format)  # an unknown format fails before anything is read
+        plain_name(args.split, "--split")  # <out>/<split>.parquet must stay inside --out
+        output_dir(args.out, "--out")
         result = prepare_outputs(
             outputs,
             args.out,
@@ -60,9 +67,8 @@ def _prepare(args: argparse.Namespace) -> int:
             max_per_source=args.max_per_source,
             manifest={"preset": args.preset, "input": args.input, "argv": sys.argv[1:]},
         )
-    except (DataSourceError, ValueError) as e:
-        print(f"agentrag-verl data prepare: {e}", file=sys.stderr)
-        return 1
+    except (DataSourceError, ValueError, OSError) as e:
+        return report_error("agentrag-verl data prepare", e)
     print(f"read: {', '.join(f'{k}={v}' for k, v in result.read.items())}")
     for output, path in result.files.items():
         per_source = ", ".join(f"{k}={v}" for k, v in result.counts[output].items())
@@ -103,7 +109,7 @@ def add_parser(subparsers) -> None:
     )
     prep.add_argument("--no-question-mark", action="store_true", help="do not append '?' to questions")
     prep.add_argument("--seed", type=int, default=0, help="seed of sampling and 80/20 shuffles (0)")
-    prep.add_argument("--max-per-source", type=int, help="keep at most N rows per source (quick runs)")
+    prep.add_argument("--max-per-source", type=positive_int, help="keep at most N rows per source (quick runs)")
     prep.set_defaults(func=_prepare)
     pre = sub.add_parser("presets", help="List the dataset presets.")
     pre.set_defaults(func=_presets)

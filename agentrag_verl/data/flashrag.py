@@ -15,12 +15,13 @@ else ``dev``, else ``train`` (HotpotQA, 2Wiki and MuSiQue are evaluated on ``dev
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from retriever_server.cli_common import JsonLinesError, read_json_lines
 
 __all__ = [
     "HF_REPO",
@@ -40,7 +41,7 @@ HF_REPO = "RUC-NLPIR/FlashRAG_datasets"
 """Hugging Face dataset holding the FlashRAG benchmarks (one config per benchmark)."""
 
 SEARCH_R1_TEST_SETS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
-"""The seven test sets every paper reports (SPEC §7), by FlashRAG config name, in Search-R1's order."""
+"""The seven test sets every paper reports, by FlashRAG config name, in Search-R1's order."""
 
 EVAL_SPLIT_ORDER = ("test", "dev", "train")
 """Split used to evaluate a benchmark: the first one it has (Search-R1 ``qa_search_test_merge.py``)."""
@@ -124,6 +125,10 @@ def read_qa_file(path: str | os.PathLike[str], *, dataset: str, split: str) -> l
             the message names the file and line.
     """
     p = Path(path)
+    if p.is_dir():
+        raise DataSourceError(
+            f"QA file {p} is a folder; pass a FlashRAG .jsonl file (or the folder as --flashrag-dir)."
+        )
     if not p.is_file():
         raise DataSourceError(
             f"QA file {p} does not exist. Pass an existing FlashRAG .jsonl file, or a --flashrag-dir holding "
@@ -131,15 +136,9 @@ def read_qa_file(path: str | os.PathLike[str], *, dataset: str, split: str) -> l
         )
     rows: list[QARow] = []
     seen: dict[str, int] = {}
-    with open(p, encoding="utf-8-sig") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
+    try:
+        for lineno, obj in read_json_lines(p, "QA file"):
             where = f"{p}, line {lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataSourceError(f"{where}: not valid JSON ({e.msg}); each line must be one JSON object") from None
             row = _row(obj, where, dataset, split)
             if row.id in seen:
                 raise DataSourceError(
@@ -148,6 +147,8 @@ def read_qa_file(path: str | os.PathLike[str], *, dataset: str, split: str) -> l
                 )
             seen[row.id] = lineno
             rows.append(row)
+    except JsonLinesError as e:
+        raise DataSourceError(str(e)) from None
     if not rows:
         raise DataSourceError(f"QA file {p} holds no rows; expected lines like {_EXAMPLE}.")
     return rows

@@ -113,7 +113,7 @@ PRESETS: dict[str, Preset] = {
             OutputSpec("val", "val", (SourceSpec("2wikimultihopqa", "train", fraction=(0.8, 1.0)),)),
         ),
     ),
-    # SPEC §7: the seven benchmarks every paper reports, one file each plus the merged file.
+    # the seven benchmarks every paper reports, one file each plus the merged file
     "test7": Preset(
         "The seven test sets (NQ, TriviaQA, PopQA, HotpotQA, 2Wiki, MuSiQue, Bamboogle): test_<dataset>.parquet "
         "each and test.parquet merged",

@@ -16,10 +16,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from typing import Any
 
-__all__ = ["add_parser", "parse_options", "config_from_args", "quiet_known_warnings"]
+from retriever_server.cli_common import (
+    API_KEY_HELP,
+    api_key_env,
+    non_negative_float,
+    non_negative_int,
+    output_dir,
+    plain_name,
+    positive_float,
+    positive_int,
+    report_error,
+)
+
+__all__ = ["add_parser", "parse_options", "config_from_args", "check_args", "quiet_known_warnings"]
+
+PLOT_METRICS = ("em", "cem", "f1", "judge_acc")
 
 
 def parse_options(pairs: list[str] | None, what: str) -> dict[str, Any]:
@@ -64,6 +77,41 @@ def _rewards(value: str | None) -> list[str]:
     if value == "all":
         return list(DESIGN_FORMATS)
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every argument the parser's types cannot check alone, before anything is loaded, contacted or written.
+
+    Raises:
+        ValueError, OSError: The message names the flag, what is wrong and the valid choices.
+    """
+    from agentrag_verl.agent_loops import AGENT_NAMES
+    from agentrag_verl.eval.rewards import DESIGN_FORMATS
+    from retriever_server.encoders import check_model_path
+
+    for flag, url in (
+        ("--base-url", args.base_url),
+        ("--retriever-url", args.retriever_url),
+        ("--judge-base-url", args.judge_base_url),
+    ):
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"{flag} {url!r} is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
+    formats = [f.lower() for f in _formats(args.format)]
+    unknown = [f for f in formats if f not in AGENT_NAMES]
+    if unknown or not formats:
+        raise ValueError(f"Unknown or missing format(s) {unknown}; choose from {sorted(AGENT_NAMES)} (--format).")
+    unknown = [d for d in _rewards(args.rewards) if d not in DESIGN_FORMATS]
+    if unknown:
+        raise ValueError(
+            f"Unknown reward design(s) {unknown}; choose from {sorted(DESIGN_FORMATS)}, all or none (--rewards)."
+        )
+    if args.judge_base_url and not args.judge_model:
+        raise ValueError("--judge-base-url needs --judge-model (the model name the judge endpoint serves).")
+    if args.top_p > 1:
+        raise ValueError(f"--top-p {args.top_p} is above 1; nucleus sampling keeps a probability mass in (0, 1].")
+    plain_name(args.split, "--split")
+    output_dir(args.out, "--out")
+    check_model_path(args.tokenizer)
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -116,25 +164,24 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from agentrag_verl.eval.data import MINI_WIKI_DIR, load_datasets
-    from agentrag_verl.eval.harness import EvalIncomplete, evaluate
+    from agentrag_verl.eval.harness import EndpointError, EvalIncomplete, evaluate
     from agentrag_verl.eval.report import rich_table
+    from agentrag_verl.judges.client import JudgeUnavailableError
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     quiet_known_warnings()
     try:
+        check_args(args)
         config = config_from_args(args)
         datasets = load_datasets(args.data or [str(MINI_WIKI_DIR)], split=args.split, limit=args.limit)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"agentrag-verl eval: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, OSError) as e:
+        return report_error("agentrag-verl eval", e)
     try:
         summary = asyncio.run(evaluate(config, datasets))
     except EvalIncomplete as e:
-        print(f"agentrag-verl eval: {e}", file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"agentrag-verl eval: {e}", file=sys.stderr)
-        return 2
+        return report_error("agentrag-verl eval", e, code=1)
+    except (ValueError, EndpointError, JudgeUnavailableError) as e:
+        return report_error("agentrag-verl eval", e)
     Console().print(rich_table(summary))
     print(f"results, metrics.json, metrics.md and plots in {config.out_dir} ({summary['wall_s']} s)")
     if args.print_json:
@@ -155,11 +202,11 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument("--base-url", required=True, help="Policy server's OpenAI API root, e.g. http://127.0.0.1:8000/v1.")
     g.add_argument("--model", required=True, help="Model name the policy server serves.")
     g.add_argument("--tokenizer", required=True, help="HF dir or hub id of the served model (its tokenizer/config).")
-    g.add_argument("--api-key-env", help="Environment variable holding the policy server's API key.")
-    g.add_argument("--temperature", type=float, default=0.0, help="Sampling temperature (0 = greedy).")
-    g.add_argument("--top-p", type=float, default=1.0, help="Nucleus sampling.")
-    g.add_argument("--prompt-length", type=int, default=2048, help="Longest prompt in tokens.")
-    g.add_argument("--response-length", type=int, default=2048, help="Token budget of a whole trajectory.")
+    g.add_argument("--api-key-env", type=api_key_env, help=f"Policy server: {API_KEY_HELP}; default: no key.")
+    g.add_argument("--temperature", type=non_negative_float, default=0.0, help="Sampling temperature (0 = greedy).")
+    g.add_argument("--top-p", type=positive_float, default=1.0, help="Nucleus sampling, in (0, 1].")
+    g.add_argument("--prompt-length", type=positive_int, default=2048, help="Longest prompt in tokens.")
+    g.add_argument("--response-length", type=positive_int, default=2048, help="Token budget of a whole trajectory.")
     g = p.add_argument_group("data and loops")
     g.add_argument(
         "--data",
@@ -168,7 +215,7 @@ def add_parser(subparsers: Any) -> None:
         "Default: the embedded examples/mini_wiki.",
     )
     g.add_argument("--split", default=DEFAULT_SPLIT, help="Split file name inside dataset folders.")
-    g.add_argument("--limit", type=int, help="Evaluate only the first N questions of each dataset.")
+    g.add_argument("--limit", type=positive_int, help="Evaluate only the first N questions of each dataset.")
     g.add_argument(
         "--format",
         action="append",
@@ -176,20 +223,20 @@ def add_parser(subparsers: Any) -> None:
         "searchp1, reasonrag. Default searchr1.",
     )
     g.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve", help="Retriever POST /retrieve URL.")
-    g.add_argument("--topk", type=int, help="Passages per query (default: each loop's paper value).")
+    g.add_argument("--topk", type=positive_int, help="Passages per query (default: each loop's paper value).")
     g.add_argument(
         "--prompt-name", help="A named prompt of the format (e.g. hiprag_compact); default: the paper's prompt."
     )
     g.add_argument(
         "--budget",
-        type=int,
+        type=non_negative_int,
         help="Budget B of each format's rollout: search turns, or steps for HiPRAG (Alg. 1); default: the papers'.",
     )
     g.add_argument("--loop-option", action="append", help="Agent-loop option key=value (SearchLoopConfig).")
     g = p.add_argument_group("judge and rewards")
     g.add_argument("--judge-base-url", help="Judge endpoint (OpenAI-compatible /v1 root); enables judge metrics.")
     g.add_argument("--judge-model", help="Judge model name.")
-    g.add_argument("--judge-api-key-env", help="Environment variable holding the judge API key (none: no key).")
+    g.add_argument("--judge-api-key-env", type=api_key_env, help=f"Judge: {API_KEY_HELP}; default: no key.")
     g.add_argument("--judge-option", action="append", help="JudgeConfig option key=value (e.g. max_concurrency=8).")
     g.add_argument(
         "--rewards",
@@ -200,10 +247,12 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument("--reward-option", action="append", help="design.key=value reward_kwargs override.")
     g = p.add_argument_group("run")
     g.add_argument("--out", default="outputs/eval", help="Output directory (results are resumed from it).")
-    g.add_argument("--concurrency", type=int, default=16, help="Questions in flight at once.")
-    g.add_argument("--question-retries", type=int, default=2, help="Extra attempts for a failing question.")
+    g.add_argument("--concurrency", type=positive_int, default=16, help="Questions in flight at once.")
+    g.add_argument(
+        "--question-retries", type=non_negative_int, default=2, help="Extra attempts for a failing question."
+    )
     g.add_argument("--overwrite", action="store_true", help="Delete earlier results in --out instead of resuming.")
     g.add_argument("--no-progress", action="store_true", help="No progress bar.")
-    g.add_argument("--plot-metric", default="cem", help="Accuracy axis of the plot: em, cem, f1, judge_acc.")
+    g.add_argument("--plot-metric", choices=PLOT_METRICS, default="cem", help="Accuracy axis of the plot.")
     g.add_argument("--print-json", action="store_true", help="Also print metrics.json.")
     p.set_defaults(func=run)

@@ -11,7 +11,9 @@ the questions in flight. No question is dropped: a question whose rollout fails 
 
 ``<out>/run.json`` records what the results depend on (policy, tokenizer, sampling, loop options, judge, reward
 options); restarting with different values is refused unless ``overwrite`` (which deletes the old results), so one
-results file never mixes two policies. Adding formats or datasets to a finished run is allowed.
+results file never mixes two policies. Adding formats or datasets to a finished run is allowed. ``run.json`` is
+written only after every endpoint (policy, retriever, judge) has answered (:func:`check_endpoints`), and a
+``run.json`` with no result beside it (a run that stopped before its first question) never blocks a rerun.
 
 Outputs once all questions are done: ``metrics.json`` (per format: per-dataset metrics and their average),
 ``metrics.md`` (markdown tables), ``accuracy_vs_search_depth.png`` and ``search_depth_histogram.png``.
@@ -33,12 +35,25 @@ from typing import Any
 from agentrag_verl.eval.data import EvalQuestion
 from agentrag_verl.eval.runner import AgentLoopRunner, RunnerConfig, Trajectory
 
-__all__ = ["EvalConfig", "EvalIncomplete", "ResultStore", "run_eval", "evaluate", "build_record"]
+__all__ = [
+    "EvalConfig",
+    "EvalIncomplete",
+    "EndpointError",
+    "ResultStore",
+    "run_eval",
+    "evaluate",
+    "build_record",
+    "check_endpoints",
+]
 
 logger = logging.getLogger(__name__)
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
+
+
+class EndpointError(ConnectionError):
+    """An endpoint (policy, retriever) does not answer as it must; the message names the URL and the flag to fix."""
 
 
 class EvalIncomplete(RuntimeError):
@@ -197,10 +212,65 @@ def build_record(question: EvalQuestion, format_name: str, trajectory: Trajector
     return record
 
 
+async def check_endpoints(config: EvalConfig, *, policy: bool = True, timeout_s: float = 10.0) -> None:
+    """Ask the policy server (``GET /models``) and the retriever (one ``POST /retrieve``) whether they answer.
+
+    Raises:
+        EndpointError: Naming the URL, what came back, and the flag to fix.
+    """
+    import os
+
+    import httpx
+
+    runner = config.runner
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        if policy:
+            url = runner.base_url.rstrip("/") + "/models"
+            key = os.environ.get(runner.api_key_env, "") if runner.api_key_env else ""
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            response = await _ask(client, "GET", url, "policy server", "--base-url", headers=headers)
+            try:
+                served = [m.get("id") for m in response.json().get("data", [])]
+            except (ValueError, AttributeError):
+                served = None
+            if served and runner.model not in served:
+                raise EndpointError(
+                    f"the policy server at {runner.base_url} serves {served}, not --model {runner.model!r}; pass one "
+                    "of those names (--model)."
+                )
+        await _ask(
+            client,
+            "POST",
+            runner.retriever_url,
+            "retriever",
+            "--retriever-url",
+            json={"queries": ["endpoint check"], "topk": 1},
+        )
+
+
+async def _ask(client: Any, method: str, url: str, what: str, flag: str, **kwargs: Any) -> Any:
+    try:
+        response = await client.request(method, url, **kwargs)
+    except Exception as e:  # connection refused, timeout, bad URL: all mean "does not answer"
+        raise EndpointError(
+            f"the {what} at {url} does not answer ({type(e).__name__}: {e}); start it or fix {flag}."
+        ) from None
+    if response.status_code != 200:
+        text = " ".join(response.text.split())[:200]
+        raise EndpointError(f"the {what} at {url} answered HTTP {response.status_code} ({text}); check {flag}.")
+    return response
+
+
+def _has_results(out: Path) -> bool:
+    return any(f.stat().st_size > 0 for f in out.glob(f"*/{RESULTS_FILE}"))
+
+
 def _check_run_file(out: Path, config: EvalConfig) -> None:
     run_file = out / RUN_FILE
     current = config.fingerprint()
-    if run_file.exists() and not config.overwrite:
+    if run_file.exists() and not config.overwrite and not _has_results(out):
+        logger.info("%s: %s has no results beside it; replacing it with this run's", out, RUN_FILE)
+    elif run_file.exists() and not config.overwrite:
         previous = json.loads(run_file.read_text())
         if previous.get("fingerprint") != current:
             diff = sorted(
@@ -251,24 +321,33 @@ async def evaluate(
     if config.concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {config.concurrency} (--concurrency).")
     out = Path(config.out_dir)
-    _check_run_file(out, config)
-    stores = {f: ResultStore(out / f / RESULTS_FILE) for f in formats}
-    todo = [(f, i, q) for f in formats for qs in datasets.values() for i, q in enumerate(qs) if q.key not in stores[f]]
-    total = sum(len(qs) for qs in datasets.values()) * len(formats)
     own_runner = runner is None
+    # every endpoint answers before anything is written: a run that cannot start leaves no run.json behind
+    await check_endpoints(config, policy=own_runner)
     judge = None
+    if config.judge:
+        from agentrag_verl.judges import JudgeClient
+
+        judge = JudgeClient.from_config(dict(config.judge))
+        try:
+            await judge.check()
+        except BaseException:
+            await judge.aclose()
+            raise
+    stores: dict[str, ResultStore] = {}
     scorer = None
     t0 = time.perf_counter()
     missing: dict[str, list[str]] = {}
     errors: dict[str, str] = {}
     try:
+        _check_run_file(out, config)
+        stores = {f: ResultStore(out / f / RESULTS_FILE) for f in formats}
+        todo = [
+            (f, i, q) for f in formats for qs in datasets.values() for i, q in enumerate(qs) if q.key not in stores[f]
+        ]
+        total = sum(len(qs) for qs in datasets.values()) * len(formats)
         if runner is None:
             runner = AgentLoopRunner(config.runner)
-        if config.judge:
-            from agentrag_verl.judges import JudgeClient
-
-            judge = JudgeClient.from_config(dict(config.judge))
-            await judge.check()
         if config.rewards:
             from agentrag_verl.eval.rewards import RewardScorer
 

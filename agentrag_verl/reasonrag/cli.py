@@ -17,8 +17,19 @@ import asyncio
 import dataclasses
 import json
 import logging
-import sys
 from typing import Any
+
+from retriever_server.cli_common import (
+    API_KEY_HELP,
+    api_key_env,
+    input_dir,
+    non_negative_float,
+    non_negative_int,
+    output_dir,
+    positive_float,
+    positive_int,
+    report_error,
+)
 
 DESCRIPTION = (
     "ReasonRAG (process-supervised agentic RAG): 'generate' builds RAG-ProGuide preference pairs by MCTS + SPRE "
@@ -39,11 +50,14 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
     )
     io.add_argument("--source", nargs="+", help="Source name per --data file (default: the file stems).")
     io.add_argument("--out", required=True, help="Output directory (trees.jsonl, pairs.jsonl, stats.*); resumable.")
-    io.add_argument("--limit", type=int, help="Only the first N questions (over all files).")
-    io.add_argument("--concurrency", type=int, default=8, help="Questions searched at once (default 8).")
-    io.add_argument("--max-failures", type=int, default=20, help="Stop after this many failed questions (default 20).")
+    io.add_argument("--limit", type=positive_int, help="Only the first N questions (over all files).")
+    io.add_argument("--concurrency", type=positive_int, default=8, help="Questions searched at once (default 8).")
+    io.add_argument(
+        "--max-failures", type=non_negative_int, default=20, help="Stop after this many failed questions (default 20)."
+    )
     io.add_argument("--no-progress", action="store_true", help="No progress bar.")
 
+    # MCTS, policy and pair options are checked by MCTSConfig / PolicyConfig / PairConfig (one place, one message)
     pol = p.add_argument_group("policy (OpenAI-compatible endpoint)")
     pol.add_argument("--policy-url", default=pc.base_url, help=f"API root with /v1 (default {pc.base_url}).")
     pol.add_argument("--policy-model", default=pc.model, help=f"Model name (default {pc.model}, the authors').")
@@ -52,10 +66,13 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
     pol.add_argument(
         "--policy-api-key-env",
         default=pc.api_key_env,
-        help=f"Env var holding the key (default {pc.api_key_env}); '' for none (local vLLM).",
+        type=api_key_env,
+        help=f"{API_KEY_HELP} (default {pc.api_key_env})",
     )
-    pol.add_argument("--temperature", type=float, default=pc.temperature, help="Sampling temperature (default 1.0).")
-    pol.add_argument("--top-p", type=float, default=pc.top_p, help="Nucleus sampling (default 1.0).")
+    pol.add_argument(
+        "--temperature", type=non_negative_float, default=pc.temperature, help="Sampling temperature (default 1.0)."
+    )
+    pol.add_argument("--top-p", type=positive_float, default=pc.top_p, help="Nucleus sampling (default 1.0).")
     pol.add_argument("--max-tokens", type=int, default=pc.max_tokens, help="Tokens per stage output (default 512).")
     pol.add_argument("--no-seed", action="store_true", help="Do not send per-call seeds.")
     pol.add_argument("--policy-concurrency", type=int, default=pc.max_concurrency, help="Requests in flight.")
@@ -64,7 +81,7 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
 
     ret = p.add_argument_group("retriever (Search-R1 wire format)")
     ret.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve", help="The /retrieve URL.")
-    ret.add_argument("--topk", type=int, default=3, help="Passages per query (ReasonRAG: BGE top-3).")
+    ret.add_argument("--topk", type=positive_int, default=3, help="Passages per query (ReasonRAG: BGE top-3).")
 
     mc = p.add_argument_group("MCTS (paper Appendix A; defaults: the authors' code)")
     mc.add_argument("--max-rollouts", type=int, default=m.max_rollouts, help="MCTS iterations per question (64).")
@@ -83,7 +100,7 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
     jd = p.add_argument_group("judge (value=process_eval; Figure 14)")
     jd.add_argument("--judge-url", help="Judge API root with /v1.")
     jd.add_argument("--judge-model", help="Judge model name.")
-    jd.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="Env var with its key; '' for none.")
+    jd.add_argument("--judge-api-key-env", type=api_key_env, default="OPENAI_API_KEY", help=API_KEY_HELP)
     jd.add_argument("--judge-cache-dir", help="Verdict cache (default: <out>/judge_cache).")
 
     _pair_args(p, pa)
@@ -124,6 +141,7 @@ async def _run_generate(args: argparse.Namespace) -> int:
     from agentrag_verl.reasonrag.policy import PolicyClient, PolicyConfig
     from agentrag_verl.tools.retriever_client import RetrieverClient, RetrieverConfig
 
+    output_dir(args.out, "--out")
     questions = load_questions(args.data, args.source)
     if args.limit is not None:
         questions = questions[: args.limit]
@@ -146,7 +164,7 @@ async def _run_generate(args: argparse.Namespace) -> int:
         model=args.policy_model,
         api=args.policy_api,
         tokenizer=args.policy_tokenizer,
-        api_key_env=args.policy_api_key_env or None,
+        api_key_env=args.policy_api_key_env,
         temperature=args.temperature,
         top_p=args.top_p,
         max_tokens=args.max_tokens,
@@ -168,7 +186,7 @@ async def _run_generate(args: argparse.Namespace) -> int:
             JudgeConfig(
                 base_url=args.judge_url,
                 model=args.judge_model,
-                api_key_env=args.judge_api_key_env or None,
+                api_key_env=args.judge_api_key_env,
                 cache_dir=args.judge_cache_dir or str(Path(args.out) / "judge_cache"),
             )
         )
@@ -209,19 +227,18 @@ def run_generate(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per policy/retriever request otherwise
     try:
         return asyncio.run(_run_generate(args))
-    except (GenerateError, ValueError, JudgeUnavailableError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (GenerateError, ValueError, OSError, JudgeUnavailableError) as exc:
+        return report_error("agentrag-verl reasonrag generate", exc)
 
 
 def run_pairs(args: argparse.Namespace) -> int:
     from agentrag_verl.reasonrag.generate import GenerateError, build_dataset
 
     try:
+        input_dir(args.out, "--out")
         stats = build_dataset(args.out, _pair_config(args), _token_counter(args.stats_tokenizer))
-    except (GenerateError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (GenerateError, ValueError, OSError) as exc:
+        return report_error("agentrag-verl reasonrag pairs", exc)
     print(json.dumps({"pairs": stats["pairs"], "questions": stats["questions"]["total"]}))
     return 0
 
@@ -232,8 +249,7 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         return main([args.mode, *args.rest])
     except ProGuideError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report_error("agentrag-verl reasonrag train", exc)
 
 
 def add_parser(subparsers: Any) -> None:

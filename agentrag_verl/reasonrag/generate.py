@@ -1,4 +1,4 @@
-"""``agentrag-verl reasonrag generate``: build RAG-ProGuide from FlashRAG-layout questions (SPEC §3).
+"""``agentrag-verl reasonrag generate``: build RAG-ProGuide from FlashRAG-layout questions (ReasonRAG §2.2).
 
 The authors' pipeline ran the MCTS in 10 OS processes, one question at a time each, with no resume, and its pair
 builder silently wrote nothing. Here:
@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from retriever_server.cli_common import JsonLinesError, read_json_lines
 
 from .mcts import MCTSConfig, MCTSEnv, run_mcts
 from .pairs import PairConfig, build_pairs, dataset_statistics, statistics_markdown
@@ -88,18 +90,10 @@ def load_questions(paths: Sequence[str | Path], sources: Sequence[str] | None = 
     seen: set[str] = set()
     for i, path in enumerate(paths):
         path = Path(path)
-        if not path.is_file():
-            raise GenerateError(f"Question file {path} does not exist; pass FlashRAG-layout jsonl files with --data")
         source = sources[i] if sources else path.stem
-        with path.open(encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
+        try:
+            for line_no, item in read_json_lines(path, "--data"):
                 where = f"{path}:{line_no}"
-                try:
-                    item = json.loads(line)
-                except ValueError as exc:
-                    raise GenerateError(f"{where} is not JSON ({exc})") from None
                 if not isinstance(item, dict):
                     raise GenerateError(f"{where}: expected a JSON object, got {type(item).__name__}")
                 question = item.get("question")
@@ -118,6 +112,8 @@ def load_questions(paths: Sequence[str | Path], sources: Sequence[str] | None = 
                     raise GenerateError(f"{where}: duplicate question id {uid!r}; ids must be unique per source")
                 seen.add(uid)
                 out.append(Question(uid, qid, source, question.strip(), list(golds)))
+        except (OSError, JsonLinesError) as exc:
+            raise GenerateError(f"{exc} (FlashRAG-layout jsonl files with --data)") from None
     return out
 
 

@@ -1,4 +1,4 @@
-"""The MCTS policy: one ReasonRAG stage output per call from any OpenAI-compatible endpoint (SPEC §3).
+"""The MCTS policy: one ReasonRAG stage output per call from any OpenAI-compatible endpoint (ReasonRAG §2.2).
 
 The paper expands the tree with GPT-4o; any model works. :class:`PolicyClient` sends the stage's chat messages
 (Figure 12 / 13 prompts from :mod:`agentrag_verl.formats.reasonrag`) either
@@ -105,6 +105,8 @@ class PolicyConfig:
     """First backoff delay; retry ``i`` waits ``backoff_s * 2**i`` (x0.5-1 jitter), at most 30 s."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.api_key_env, str) and self.api_key_env.strip().lower() in ("none", "null", ""):
+            object.__setattr__(self, "api_key_env", None)  # "none": no API key, as every command spells it
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(
                 f"policy.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {self.base_url!r}"
@@ -156,8 +158,8 @@ class PolicyClient:
             if not key:
                 raise ValueError(
                     f"Policy API key missing: environment variable {config.api_key_env} is not set or empty "
-                    f"(endpoint {config.base_url}). Export it, or pass --policy-api-key-env '' for an endpoint "
-                    "without authentication (e.g. a local vLLM server)."
+                    f"(endpoint {config.base_url}). Export it, or pass --policy-api-key-env none for an endpoint "
+                    "without a key (e.g. a local vLLM server)."
                 )
             headers["Authorization"] = f"Bearer {key}"
         self._headers = headers

@@ -117,25 +117,18 @@ def _iter_json_lines(path: str | os.PathLike[str], kind: str) -> Iterable[tuple[
     """Yield ``(line_number, object)`` for each non-blank line of a JSON Lines file.
 
     Raises:
-        ValueError: A line is not valid JSON or not a JSON object; the message names the file and line.
+        ValueError: A line is not UTF-8, not valid JSON or not a JSON object; the message names the file and line.
+        FileNotFoundError, IsADirectoryError: ``path`` is missing or a folder.
     """
-    with open(path, encoding="utf-8-sig") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(
-                    f"{path}, line {lineno}: not valid JSON ({e.msg} at column {e.colno}). Each line of a {kind} "
-                    "JSON Lines file must be one complete JSON object; fix or delete this line."
-                ) from None
-            if not isinstance(obj, dict):
-                raise ValueError(
-                    f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}. Each line of a "
-                    f"{kind} file must be an object such as {_EXAMPLES[kind]}."
-                )
-            yield lineno, obj
+    from retriever_server.cli_common import read_json_lines
+
+    for lineno, obj in read_json_lines(path, f"{kind} file"):
+        if not isinstance(obj, dict):
+            raise ValueError(
+                f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}. Each line of a "
+                f"{kind} file must be an object such as {_EXAMPLES[kind]}."
+            )
+        yield lineno, obj
 
 
 def _bad(path: str | os.PathLike[str], lineno: int, kind: str, what: str) -> ValueError:

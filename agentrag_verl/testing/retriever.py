@@ -106,8 +106,9 @@ class RetrieverServer:
     def __enter__(self) -> RetrieverServer:
         import uvicorn
 
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
-        self._server = uvicorn.Server(config)
+        from retriever_server.http_guard import uvicorn_config
+
+        self._server = uvicorn.Server(uvicorn_config(self.app, self.config, log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, name="retriever-server", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 60

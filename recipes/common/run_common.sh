@@ -15,13 +15,17 @@
 #   local agentrag-verl train-local with the SAME recipe YAML on this CPU box: tiny random Qwen2, the fixture QA set
 #         prepared by `agentrag-verl data prepare`, the real retriever server over a MiniLM index of the fixture
 #         corpus, and a stand-in judge endpoint (recipes/common/standin_llm.py; constant verdicts, not a model).
-# DRY_RUN=1 prints the exact final command (shell-quoted, one line) and exits without starting anything.
+# DRY_RUN=1 (or true, yes) prints the exact final command (shell-quoted, one line) and exits without starting or
+# creating anything; any other non-empty DRY_RUN is refused (common/knobs.sh).
+# Knobs every script has are checked in recipe_init: PROFILE (gpu|local), ROLLOUT (vllm|sglang), NNODES,
+# GPUS_PER_NODE, TP and LOCAL_STEPS (whole numbers >= 1).
 
 RECIPES_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$RECIPES_ROOT/common/knobs.sh"
 PYTHON=${PYTHON:-python3}
 AGENTRAG=${AGENTRAG:-agentrag-verl}
 PROFILE=${PROFILE:-gpu}
-DRY_RUN=${DRY_RUN:-0}
+knob_dry_run
 _BG_PIDS=()
 CLUSTER_OVERRIDES=()
 COMMON_OVERRIDES=()
@@ -54,30 +58,35 @@ _wait_http() {  # url seconds
   done
 }
 
-# recipe_init: validate the profile; in the local profile point the knobs at local services and files.
+# recipe_init: check the knobs; in the local profile point them at local services and files (a dry run creates none).
 recipe_init() {
+  knob_choice PROFILE gpu local
+  knob_choice ROLLOUT vllm sglang
+  knob_positive_int NNODES GPUS_PER_NODE TP
+  LOCAL_STEPS=${LOCAL_STEPS:-2}
+  knob_positive_int LOCAL_STEPS
   case "$PROFILE" in
     gpu) ;;
     local)
       LOCAL_WORK=${LOCAL_WORK:-outputs/local/${CONFIG_NAME:?set CONFIG_NAME before recipe_init}}
-      LOCAL_WORK=$(mkdir -p "$LOCAL_WORK" && cd "$LOCAL_WORK" && pwd)
+      [[ "$LOCAL_WORK" == /* ]] || LOCAL_WORK="$PWD/$LOCAL_WORK"  # absolute; created when the run starts, not here
       LOCAL_RETRIEVER_PORT=${LOCAL_RETRIEVER_PORT:-$(_free_port)}
       LOCAL_JUDGE_PORT=${LOCAL_JUDGE_PORT:-$(_free_port)}
       RETRIEVER_URL="http://127.0.0.1:${LOCAL_RETRIEVER_PORT}/retrieve"
       RETRIEVER_ROOT="http://127.0.0.1:${LOCAL_RETRIEVER_PORT}"
       JUDGE_URL="http://127.0.0.1:${LOCAL_JUDGE_PORT}/v1"
       JUDGE_MODEL=standin-judge
-      JUDGE_API_KEY_ENV=null
+      JUDGE_API_KEY_ENV=none
       TRAIN_FILES="$LOCAL_WORK/data/train.parquet"
       VAL_FILES="$LOCAL_WORK/data/test.parquet"
       ;;
-    *) _die "unknown PROFILE=$PROFILE; choose gpu or local" ;;
   esac
 }
 
 # _local_services: data, index, retriever server, stand-in judge (local profile, not in DRY_RUN).
 _local_services() {
   local qa corpus
+  mkdir -p "$LOCAL_WORK"
   qa=$("$PYTHON" -c 'from agentrag_verl.testing.corpus import QA_PATH; print(QA_PATH)')
   "$AGENTRAG" data prepare --input "$qa" --name mini --split train --format "$FORMAT" --out "$LOCAL_WORK/data" >/dev/null
   "$AGENTRAG" data prepare --input "$qa" --name mini --split test --max-per-source 8 --format "$FORMAT" \
@@ -99,29 +108,36 @@ _local_services() {
 }
 
 # run_recipe "$@": build the final command of the profile; print it (DRY_RUN=1) or run it. Extra arguments are
-# Hydra overrides appended last (they win).
+# Hydra overrides appended last (they win). RECIPE_LAUNCHER (set by ray/submit.sh for PROFILE=local) is a command
+# that runs the local profile's final command for us, as a Ray job: the local services still start here, on this
+# machine, and train-local joins the job's cluster (--ray-address auto) instead of starting its own.
 run_recipe() {
   local config_path=${CONFIG_PATH:-$RECIPE_DIR/config}
-  local -a cmd
+  local -a cmd launcher=()
+  [[ -n "${RECIPE_LAUNCHER:-}" ]] && read -r -a launcher <<<"$RECIPE_LAUNCHER"
   if [[ "$PROFILE" == local ]]; then
-    cmd=("$AGENTRAG" train-local --work-dir "$LOCAL_WORK/train" --format "$FORMAT"
+    cmd=("$AGENTRAG" train-local ${launcher[0]:+--ray-address auto} --work-dir "$LOCAL_WORK/train" --format "$FORMAT"
       --config-path "$config_path" --config-name "$CONFIG_NAME"
       --reward-module pkg://agentrag_verl.rewards.managers --reward-name "$REWARD_CLASS"
       --train-files "$TRAIN_FILES" --val-files "$VAL_FILES"
-      --steps "${LOCAL_STEPS:-2}" --response-length "${LOCAL_RESPONSE_LENGTH:-128}"
+      --steps "$LOCAL_STEPS" --response-length "${LOCAL_RESPONSE_LENGTH:-128}"
       -- "${COMMON_OVERRIDES[@]}" "${LOCAL_BASE_OVERRIDES[@]}" "${LOCAL_OVERRIDES[@]}" "$@")
   else
     cmd=("$PYTHON" -m verl.trainer.main_ppo "--config-path=$config_path" "--config-name=$CONFIG_NAME"
       "${CLUSTER_OVERRIDES[@]}" "${COMMON_OVERRIDES[@]}" "$@")
   fi
   if [[ "$DRY_RUN" == 1 ]]; then
-    printf '%q ' "${cmd[@]}"
-    printf '\n'
+    if ((${#launcher[@]})); then
+      DRY_RUN=1 "${launcher[@]}" "${cmd[@]}"
+    else
+      printf '%q ' "${cmd[@]}"
+      printf '\n'
+    fi
     return 0
   fi
   if [[ "$PROFILE" == local ]]; then
     _local_services
-    "${cmd[@]}"
+    "${launcher[@]}" "${cmd[@]}"
   else
     exec "${cmd[@]}"
   fi

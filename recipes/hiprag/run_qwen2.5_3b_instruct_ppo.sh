@@ -15,7 +15,7 @@ RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # E5 top-3 over
 JUDGE_URL=${JUDGE_URL:-https://api.openai.com/v1}            # any OpenAI-compatible endpoint (vLLM: http://host:8001/v1)
 OVER_SEARCH_MODEL=${OVER_SEARCH_MODEL:-gpt-4.1-mini}         # HiPRAG §4.3
 UNDER_SEARCH_MODEL=${UNDER_SEARCH_MODEL:-gpt-5-mini}         # HiPRAG §4.3
-JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-OPENAI_API_KEY}       # NAME of the env var holding the key; null = no key
+JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-OPENAI_API_KEY}       # NAME of the env var holding the key; none = no key
 LAMBDA_P=${LAMBDA_P:-0.4}                                    # HiPRAG §4.3; 0 = Search-R1 v0.3 "baseline"
 DATA_DIR=${DATA_DIR:-data/hiprag}                            # agentrag-verl data prepare --preset searchr1_nq_hotpotqa --format hiprag
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
@@ -23,8 +23,8 @@ VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
 PROJECT=${PROJECT:-agentrag_hiprag}
 EXPERIMENT=${EXPERIMENT:-hiprag-qwen2.5-3b-it-ppo}
 CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console,wandb]}
-# PROFILE=gpu|local, DRY_RUN=0|1, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
+LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
+# PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
 RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

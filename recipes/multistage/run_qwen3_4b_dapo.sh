@@ -18,7 +18,7 @@ TP=${TP:-4}                                                  # Table 5: tensor_m
 RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # e5 (mean pooling), top-5
 JUDGE_URL=${JUDGE_URL:-http://127.0.0.1:8001/v1}             # B.2: Qwen3-235B-A22B-Instruct as judge (vLLM)
 JUDGE_MODEL=${JUDGE_MODEL:-Qwen/Qwen3-235B-A22B-Instruct-2507}
-JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-null}                 # NAME of the env var holding the key; null = none
+JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-none}                 # NAME of the env var holding the key; none = no key
 EMBEDDING_KIND=${EMBEDDING_KIND:-openai}                     # openai (/v1/embeddings) | retriever (our /encode)
 EMBEDDING_URL=${EMBEDDING_URL:-http://127.0.0.1:8002/v1}     # §4.2: Qwen3-Embedding served OpenAI-compatibly
 EMBEDDING_MODEL=${EMBEDDING_MODEL:-Qwen/Qwen3-Embedding-8B}
@@ -28,16 +28,17 @@ VAL_FILES=${VAL_FILES:-$DATA_DIR/val.parquet}
 PROJECT=${PROJECT:-agentrag_multistage}
 EXPERIMENT=${EXPERIMENT:-multistage-qwen3-4b-dapo-stage$STAGE}
 CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console,wandb]}
-# PROFILE=gpu|local, DRY_RUN=0|1, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
+LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
+# PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
 RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$RECIPE_DIR/../common/run_common.sh"
+knob_choice STAGE 1 2 switch
+knob_positive_int STAGE_SWITCH_STEP
 case "$STAGE" in
   1 | switch) CONFIG_NAME=multistage_stage1 ;;
   2) CONFIG_NAME=multistage_stage2 ;;
-  *) _die "STAGE=$STAGE: choose 1, 2 or switch" ;;
 esac
 FORMAT=multistage
 REWARD_CLASS=MultistageRewardManager
@@ -59,10 +60,11 @@ case "$STAGE" in
   # two-run schedule: stage 1 stops at the switch step, stage 2 resumes there and runs to Table 5's 500 steps
   1) CLUSTER_OVERRIDES+=("trainer.total_training_steps=$STAGE_SWITCH_STEP") ;;
   2)
-    if [[ -z "$STAGE1_CKPT" && "$PROFILE" == gpu && "$DRY_RUN" != 1 ]]; then
+    # a dry run too: the command it prints must be one that runs. The local profile does not resume (LOCAL_OVERRIDES)
+    if [[ -z "$STAGE1_CKPT" && "$PROFILE" == gpu ]]; then
       _die "STAGE=2 resumes from stage 1: set STAGE1_CKPT to its checkpoint dir (checkpoints/.../global_step_N)"
     fi
-    CLUSTER_OVERRIDES+=("trainer.resume_from_path=${STAGE1_CKPT:-<STAGE1_CKPT>}")
+    CLUSTER_OVERRIDES+=("trainer.resume_from_path=$STAGE1_CKPT")
     ;;
 esac
 COMMON_OVERRIDES=(

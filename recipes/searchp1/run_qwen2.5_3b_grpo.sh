@@ -17,7 +17,7 @@ TP=${TP:-1}
 RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # E5 top-3 over wiki-18 (retriever_server)
 JUDGE_URL=${JUDGE_URL:-http://127.0.0.1:8001/v1}             # the Figure 9 evaluator, any OpenAI-compatible endpoint
 JUDGE_MODEL=${JUDGE_MODEL:-Qwen/Qwen2.5-72B-Instruct}
-JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-null}                 # NAME of the env var holding the key; null = none
+JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-none}                 # NAME of the env var holding the key; none = no key
 DATA_DIR=${DATA_DIR:-data/searchp1}                          # agentrag-verl data prepare --preset searchr1_nq_hotpotqa --format searchp1
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
 VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
@@ -25,8 +25,8 @@ PLANNER_CACHE=${PLANNER_CACHE:-$DATA_DIR/planners.jsonl}
 PROJECT=${PROJECT:-agentrag_searchp1}
 EXPERIMENT=${EXPERIMENT:-searchp1-qwen2.5-3b-grpo-n$ROLLOUT_N}
 CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console,wandb]}
-# PROFILE=gpu|local, DRY_RUN=0|1, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
+LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
+# PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
 RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -220,7 +220,7 @@ def test_malformed_rows_name_file_line_and_fix(tmp_path, capsys, line, message):
     with pytest.raises(DataSourceError, match=message) as err:
         read_qa_file(bad, dataset="bad", split="train")
     assert f"{bad}, line 2" in str(err.value)
-    assert main(["data", "prepare", "--input", str(bad), "--format", "searchr1", "--out", str(tmp_path / "o")]) == 1
+    assert main(["data", "prepare", "--input", str(bad), "--format", "searchr1", "--out", str(tmp_path / "o")]) == 2
     assert "line 2" in capsys.readouterr().err
 
 
@@ -279,7 +279,7 @@ def test_repeated_ids_and_missing_sources_are_errors(tmp_path, flashrag_dir, cap
                 str(tmp_path / "o"),
             ]
         )
-        == 1
+        == 2
     )
     assert "has splits ['dev']" in capsys.readouterr().err
 

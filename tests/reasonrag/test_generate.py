@@ -217,7 +217,7 @@ def test_kill_and_resume_yields_each_question_once(tmp_path, fake_retriever):
 
 def test_cli_reports_bad_options(tmp_path, qa_file):
     base = [sys.executable, "-m", "agentrag_verl", "reasonrag", "generate", "--data", str(qa_file)]
-    base += ["--out", str(tmp_path), "--policy-api-key-env", ""]
+    base += ["--out", str(tmp_path), "--policy-api-key-env", "none"]
     out = subprocess.run([*base, "--value", "process_eval"], capture_output=True, text=True)
     assert out.returncode == 2 and "needs --judge-url and --judge-model" in out.stderr
     out = subprocess.run([*base, "--alpha", "0"], capture_output=True, text=True)

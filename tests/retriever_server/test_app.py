@@ -222,3 +222,19 @@ json_values = st.recursive(
 def test_fuzzed_bodies_never_get_a_500(server, body, path):
     response = httpx.post(f"{server.base_url}{path}", content=json.dumps(body), headers=JSON)
     assert response.status_code in (200, 400, 413, 415, 422), (body, response.text)
+
+
+def test_docs_and_paths_are_shown_only_when_asked(retriever, index_dir):
+    from agentrag_verl.testing.retriever import RetrieverServer
+
+    with RetrieverServer(retriever, docs=True, health_paths=True) as opened:
+        assert httpx.get(f"{opened.base_url}/openapi.json").status_code == 200
+        assert httpx.get(f"{opened.base_url}/docs").status_code == 200
+        health = httpx.get(f"{opened.base_url}/health").json()
+        assert health["index"] == str(index_dir) and health["model"] == retriever.encoder.config.model
+    with RetrieverServer(retriever) as default:
+        assert httpx.get(f"{default.base_url}/openapi.json").status_code == 404
+        health = httpx.get(f"{default.base_url}/health").json()
+        assert health["index"] == index_dir.name and "/" not in health["model"]
+        encoded = httpx.post(f"{default.base_url}/encode", json={"query": "a"}).json()
+        assert encoded["model"] == health["model"]

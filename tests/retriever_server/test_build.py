@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -123,3 +124,104 @@ def test_build_resumes_after_kill(tmp_path, synthetic_file, tiny_bert_dir):
     )
     np.testing.assert_allclose(np.load(out / "embeddings.npy"), np.load(clean / "embeddings.npy"), atol=1e-6)
     assert json.loads((out / "meta.json").read_text())["num_passages"] == 300
+
+
+# ---- fingerprints: an index never mixes corpora ---------------------------------------------------------------------
+
+
+def _build(corpus, out, model, *, index_type="Flat", overwrite=False, chunk_size=64):
+    config = BuildConfig(
+        str(corpus),
+        str(out),
+        _tiny_config(model),
+        index_type,
+        chunk_size=chunk_size,
+        overwrite=overwrite,
+        progress=False,
+    )
+    return build_index(config)
+
+
+def test_rebuild_with_another_corpus_refuses_and_overwrite_gives_a_clean_index(tmp_path, synthetic_file, tiny_bert_dir):
+    from retriever_server.retriever import Retriever
+
+    out = tmp_path / "idx"
+    _build(synthetic_file, out, tiny_bert_dir)
+    other = write_corpus(synthetic_corpus(40, seed=7), tmp_path / "other.jsonl")
+    for index_type in ("Flat", "HNSW16"):  # same type ("nothing to do" before) and another type (rewrote meta.json)
+        with pytest.raises(ValueError, match=r"another build \(corpus .*--overwrite"):
+            _build(other, out, tiny_bert_dir, index_type=index_type)
+    assert json.loads((out / "meta.json").read_text())["num_passages"] == 300  # untouched: still the first corpus
+
+    report = _build(other, out, tiny_bert_dir, overwrite=True)
+    assert (report.num_passages, report.chunks_reused, report.chunks_encoded) == (40, 0, 1)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["fingerprint"]["corpus"]["sha256"] == hashlib.sha256(other.read_bytes()).hexdigest()
+    assert [json.loads(line)["chunk"] for line in (out / "chunks.done").read_text().splitlines()] == [0]
+    retriever = Retriever.from_index_dir(out)
+    assert [d["id"] for d in CorpusStore.open(out / "corpus")] == [str(i) for i in range(40)]
+    assert len(retriever.store) == retriever.backend.ntotal == 40
+
+
+def test_a_partial_build_of_another_corpus_is_not_resumed(tmp_path, tiny_bert_dir):
+    out = tmp_path / "partial"
+    first = write_corpus(synthetic_corpus(60), tmp_path / "first.jsonl")
+    _build(first, out, tiny_bert_dir)
+    (out / "meta.json").unlink()  # what a build killed before its end leaves (test_build_resumes_after_kill)
+    other = write_corpus(synthetic_corpus(60, seed=3), tmp_path / "same_size_other_text.jsonl")
+    with pytest.raises(ValueError, match="holds a partial build of another build"):
+        _build(other, out, tiny_bert_dir)
+
+
+def test_a_moved_copy_of_the_corpus_is_the_same_corpus(tmp_path, synthetic_file, tiny_bert_dir):
+    out = tmp_path / "idx"
+    _build(synthetic_file, out, tiny_bert_dir)
+    copy = tmp_path / "elsewhere" / "renamed.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(synthetic_file.read_bytes())
+    assert _build(copy, out, tiny_bert_dir).already_complete
+
+
+def test_serve_refuses_an_index_whose_parts_disagree(tmp_path, tiny_bert_dir):
+    import shutil
+
+    from retriever_server.retriever import Retriever
+    from retriever_server.search import FaissBackend
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    _build(write_corpus(synthetic_corpus(60), tmp_path / "a.jsonl"), a, tiny_bert_dir)
+    _build(write_corpus(synthetic_corpus(60, seed=5), tmp_path / "b.jsonl"), b, tiny_bert_dir)
+    # b's passage store under a's index: same passage count, other text
+    mixed = tmp_path / "mixed"
+    shutil.copytree(a, mixed)
+    shutil.rmtree(mixed / "corpus")
+    shutil.copytree(b / "corpus", mixed / "corpus")
+    with pytest.raises(ValueError, match=r"the passage store \(corpus/\) is not the one this index was built with"):
+        Retriever.from_index_dir(mixed)
+    # b's faiss file (another build, same size) would pass a size check: the store check above catches the corpus;
+    # a truncated index.faiss is caught by its recorded size, and by faiss itself when read alone
+    truncated = tmp_path / "truncated"
+    shutil.copytree(a, truncated)
+    data = (truncated / "index.faiss").read_bytes()
+    (truncated / "index.faiss").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="index.faiss has .* bytes but the build wrote"):
+        Retriever.from_index_dir(truncated)
+    with pytest.raises(ValueError, match="faiss cannot read .*truncated, damaged or not a faiss index"):
+        FaissBackend.load(truncated / "index.faiss")
+
+
+def test_untrainable_index_type_fails_before_encoding_and_leaves_nothing_servable(tmp_path, tiny_bert_dir):
+    from retriever_server.retriever import Retriever
+
+    five = write_corpus(synthetic_corpus(5), tmp_path / "five.jsonl")
+    out = tmp_path / "ivf"
+    with pytest.raises(ValueError, match=r"'IVF4096,Flat' needs at least 4096 training vectors .*--index-type Flat"):
+        _build(five, out, tiny_bert_dir, index_type="IVF4096,Flat")
+    assert not (out / "chunks.done").exists() and not (out / "meta.json").exists()
+    with pytest.raises(FileNotFoundError, match="holds no complete index"):
+        Retriever.from_index_dir(out)
+    assert _build(five, out, tiny_bert_dir).num_passages == 5  # the corrected rerun goes through
+    # asking for the untrainable type on the finished index keeps the Flat index servable
+    with pytest.raises(ValueError, match="needs at least 4096 training vectors"):
+        _build(five, out, tiny_bert_dir, index_type="IVF4096,Flat")
+    assert len(Retriever.from_index_dir(out).retrieve(["river"], 2)[0]) == 2

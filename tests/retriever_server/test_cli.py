@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from agentrag_verl.testing import write_corpus
 from retriever_server.cli import build_parser, main
 from retriever_server.ray_app import IndexSource, load_source
 from retriever_server.retriever import LoadOptions
+from tests import cli_errors
+
+from .conftest import synthetic_corpus
 
 
 def test_searchr1_flags_are_aliases():
@@ -51,3 +57,142 @@ def test_serves_searchr1_index_file_and_corpus(index_dir, corpus_file, minilm_di
     assert (tmp_path / "store" / "records.jsonl").is_file()
     question = ["In what year did Orla Brennick found Marrow & Tilde Instruments?"]
     assert loaded.retrieve(question, 3) == retriever.retrieve(question, 3)
+
+
+# ---- bad input: one line saying what, why and how to fix; non-zero exit; no traceback; nothing left behind ----------
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    return cli_errors.run_cli(main, argv, capsys)
+
+
+def one_line_error(argv: list[str], capsys, *expected: str) -> str:
+    return cli_errors.one_line_error(main, argv, capsys, *expected)
+
+
+@pytest.fixture()
+def five_passages(tmp_path):
+    return write_corpus(synthetic_corpus(5), tmp_path / "five.jsonl")
+
+
+def _build(corpus, model, out, *extra: str) -> list[str]:
+    return ["build", "--corpus", str(corpus), "--model", str(model), "--out", str(out), "--no-progress", *extra]
+
+
+def test_build_bad_paths(tmp_path, five_passages, tiny_bert_dir, capsys):
+    out = tmp_path / "out"
+    one_line_error(_build(tmp_path / "nope.jsonl", tiny_bert_dir, out), capsys, "--corpus", "does not exist")
+    one_line_error(_build(tmp_path, tiny_bert_dir, out), capsys, "--corpus", "is a folder")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    one_line_error(_build(five_passages, tiny_bert_dir, a_file), capsys, "--out", "is a file")
+    busy = tmp_path / "home"
+    (busy / "notes").mkdir(parents=True)
+    one_line_error(_build(five_passages, tiny_bert_dir, busy), capsys, "holds files that are not an index build")
+    assert not out.exists() and sorted(p.name for p in busy.iterdir()) == ["notes"]  # nothing written
+
+
+def test_build_model_that_is_not_a_model(tmp_path, five_passages, capsys):
+    empty = tmp_path / "empty_model"
+    empty.mkdir()
+    one_line_error(_build(five_passages, empty, tmp_path / "o1"), capsys, "has no config.json", "--model")
+    one_line_error(_build(five_passages, five_passages, tmp_path / "o2"), capsys, "is a file", "--model")
+    one_line_error(_build(five_passages, tmp_path / "gone", tmp_path / "o3"), capsys, "does not exist", "--model")
+    broken = tmp_path / "broken_model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    one_line_error(_build(five_passages, broken, tmp_path / "o4"), capsys, "cannot be loaded", "--model")
+    assert not any((tmp_path / f"o{i}").exists() for i in range(1, 5))
+
+
+def test_build_ivf4096_on_five_passages_then_the_corrected_rerun(tmp_path, five_passages, tiny_bert_dir, capsys):
+    out = tmp_path / "idx"
+    one_line_error(
+        _build(five_passages, tiny_bert_dir, out, "--index-type", "IVF4096,Flat"),
+        capsys,
+        "needs at least 4096 training vectors",
+        "--index-type Flat",
+    )
+    assert run_cli(_build(five_passages, tiny_bert_dir, out), capsys)[0] == 0  # nothing left to trip on
+    one_line_error(_build(five_passages, tiny_bert_dir, tmp_path / "x", "--index-type", "Nonsense"), capsys, "factory")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--batch-size", "0"),
+        ("--chunk-size", "-1"),
+        ("--max-passages", "0"),
+        ("--train-size", "-5"),
+        ("--max-length", "x"),
+    ],
+)
+def test_build_counts_must_be_positive(tmp_path, five_passages, flag, value, capsys):
+    line = one_line_error(_build(five_passages, "m", tmp_path / "o", flag, value), capsys, flag, "at least 1")
+    assert "see python -m retriever_server build --help" in line
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b'{"id": "1", "contents": "caf\xe9"}', "line 2: not UTF-8 (byte 0xe9"),
+        (b'{"contents": "no id"}', 'line 2: the passage has no "id" field'),
+        (b'{"id": 7, "contents": "number id"}', 'line 2: the passage has "id": 7, not a non-empty string'),
+        (b'{"id": "0", "contents": "again"}', "line 2: id '0' is already used on line 1"),
+    ],
+    ids=["non-utf8", "missing-id", "non-string-id", "duplicate-id"],
+)
+def test_build_bad_corpus_rows_name_file_and_line(tmp_path, tiny_bert_dir, line, expected, capsys):
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_bytes(b'{"id": "0", "contents": "fine"}\n' + line + b"\n")
+    one_line_error(_build(corpus, tiny_bert_dir, tmp_path / "idx"), capsys, "bad.jsonl", expected)
+    assert not (tmp_path / "idx" / "meta.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--port", "99999"], "99999 is not a TCP port; choose one from 1 to 65535"),
+        (["--port", "0"], "0 is not a TCP port"),
+        (["--port", "http"], "'http' is not a port number"),
+        (["--topk", "0"], "argument --topk: 0 is not a whole number of at least 1"),
+        (["--max-body-bytes", "-1"], "argument --max-body-bytes"),
+        (["--header-timeout", "0"], "argument --header-timeout: 0 is not a number greater than 0"),
+        (["--max-wait-ms", "-2"], "argument --max-wait-ms"),
+        (["--replicas", "0"], "argument --replicas"),
+    ],
+)
+def test_serve_bad_numbers(index_dir, args, expected, capsys):
+    one_line_error(["serve", "--index", str(index_dir), *args], capsys, expected)
+
+
+def test_serve_and_query_bad_indexes(tmp_path, index_dir, corpus_file, capsys):
+    import shutil
+
+    one_line_error(["serve", "--index", str(tmp_path / "nope")], capsys, "--index", "does not exist")
+    truncated = tmp_path / "truncated"
+    shutil.copytree(index_dir, truncated)
+    data = (truncated / "index.faiss").read_bytes()
+    (truncated / "index.faiss").write_bytes(data[: len(data) // 3])
+    for command in (["serve", "--index", str(truncated)], ["query", "--index", str(truncated), "q"]):
+        one_line_error(command, capsys, "index.faiss has", "truncated", "--overwrite")
+    # a file that is not a faiss index, given as Search-R1's index file: refused before the corpus is converted
+    store = tmp_path / "corpus.store"
+    argv = ["query", "--index", str(corpus_file), "--corpus_path", str(corpus_file), "--retriever_model", "m", "q"]
+    one_line_error([*argv, "--corpus-store", str(store)], capsys, "faiss cannot read", "not a faiss index")
+    assert not store.exists()
+    argv = ["query", "--index", str(index_dir / "index.faiss"), "--corpus_path", str(tmp_path), "--retriever_model"]
+    one_line_error([*argv, "m", "q"], capsys, "--corpus_path", "is a folder")
+
+
+def test_query_unreachable_url(capsys):
+    from agentrag_verl.testing.retriever import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    line = one_line_error(["query", "--url", url, "q"], capsys, "cannot reach", url, "--url")
+    assert "ConnectError" in line
+
+
+def test_debug_shows_the_traceback(tmp_path, capsys):
+    with pytest.raises(FileNotFoundError):
+        main(["serve", "--index", str(tmp_path / "nope"), "--debug"])

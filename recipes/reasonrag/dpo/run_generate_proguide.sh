@@ -12,15 +12,23 @@ SOURCES=${SOURCES:-"popqa hotpotqa 2wikimultihopqa"}         # one name per DATA
 OUT=${OUT:-outputs/reasonrag/proguide}
 POLICY_URL=${POLICY_URL:-https://api.openai.com/v1}          # vLLM: http://HOST:8000/v1
 POLICY_MODEL=${POLICY_MODEL:-gpt-4o-2024-05-13}              # authors' data_generation.py
-POLICY_API_KEY_ENV=${POLICY_API_KEY_ENV:-OPENAI_API_KEY}     # NAME of the env var with the key; '' for none
+POLICY_API_KEY_ENV=${POLICY_API_KEY_ENV:-OPENAI_API_KEY}     # NAME of the env var with the key; none = no key
 RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # python -m retriever_server serve (BGE index)
 VALUE=${VALUE:-spre}                                         # spre (Eq. 1) | process_eval (Eq. 6, needs a judge)
 JUDGE_URL=${JUDGE_URL:-}                                     # process_eval only
 JUDGE_MODEL=${JUDGE_MODEL:-}
 CONCURRENCY=${CONCURRENCY:-16}                               # questions at once
 AGENTRAG=${AGENTRAG:-agentrag-verl}
-DRY_RUN=${DRY_RUN:-0}
+# DRY_RUN=1|true|yes prints the command and runs nothing
 # --------------------------------------------------------------------------------------------------------------------
+
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../../common/knobs.sh"
+knob_dry_run
+knob_choice VALUE spre process_eval
+knob_positive_int CONCURRENCY
+if [[ "$VALUE" == process_eval && ( -z "$JUDGE_URL" || -z "$JUDGE_MODEL" ) ]]; then
+  _knob_die "VALUE=process_eval scores steps with a judge: set JUDGE_URL and JUDGE_MODEL"
+fi
 
 read -r -a DATA_ARR <<<"$DATA"
 read -r -a SOURCE_ARR <<<"$SOURCES"

@@ -15,11 +15,14 @@ NUM_GPUS=${NUM_GPUS:-8}                                      # 1 = plain python,
 # pip install deepspeed). A path to your own accelerate config works too.
 ACCELERATE_CONFIG=${ACCELERATE_CONFIG:-fsdp2}
 PYTHON=${PYTHON:-python3}
-DRY_RUN=${DRY_RUN:-0}
+# DRY_RUN=1|true|yes prints the command and runs nothing
 # --------------------------------------------------------------------------------------------------------------------
 
 RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-case "$MODE" in dpo | sft) ;; *) echo "MODE must be dpo or sft, got '$MODE'" >&2; exit 2 ;; esac
+source "$RECIPE_DIR/../../common/knobs.sh"
+knob_dry_run
+knob_choice MODE dpo sft
+knob_positive_int NUM_GPUS
 ARGS=(-m agentrag_verl.reasonrag.train "$MODE" --config "$RECIPE_DIR/$MODE.yaml"
   --model_name_or_path "$MODEL_PATH" --pairs "$PAIRS" --output_dir "$OUTPUT_DIR" "$@")
 

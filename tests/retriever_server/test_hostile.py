@@ -1,0 +1,492 @@
+"""The retriever server under hostile traffic, over real sockets on 127.0.0.1: malformed and oversized requests,
+slow and idle connections, huge chunked bodies, disconnect storms.
+
+One ``python -m retriever_server serve`` process (the real CLI, the fixture index) serves the whole module with
+short timeouts so the slow-client cases take about a second: ``--header-timeout 1 --body-timeout 1
+--keep-alive-timeout 1``; the other limits keep their defaults (16 KiB heads, 100 headers, 32 MiB bodies). Every
+loop here is bounded (a count or a deadline) and every socket talks to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentrag_verl.testing.retriever import free_port
+
+TIMEOUT_S = 1.0
+"""--header-timeout and --body-timeout of the server under test."""
+SLACK_S = 1.5
+"""Scheduling slack on a shared 2-core box: a timed-out connection must be closed by TIMEOUT_S + SLACK_S."""
+MAX_BODY = 32 << 20
+"""The server's default max_body_bytes."""
+
+
+@dataclass
+class Server:
+    port: int
+    pid: int
+    log: Path
+
+    def log_lines(self) -> list[str]:
+        return self.log.read_text(errors="replace").splitlines()
+
+
+@pytest.fixture(scope="module")
+def server(index_dir, tmp_path_factory):
+    log = tmp_path_factory.mktemp("hostile") / "server.log"
+    port = free_port()
+    cmd = [sys.executable, "-m", "retriever_server", "serve", "--index", str(index_dir), "--port", str(port)]
+    cmd += ["--num-threads", "1", "--header-timeout", str(TIMEOUT_S), "--body-timeout", str(TIMEOUT_S)]
+    cmd += ["--keep-alive-timeout", str(TIMEOUT_S)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        yield Server(port, proc.pid, log)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---- raw-socket helpers ---------------------------------------------------------------------------------------------
+
+
+def connect(server: Server, timeout: float = 5.0) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def read_all(sock: socket.socket, deadline_s: float) -> tuple[bytes, float | None]:
+    """Everything the server sends until it closes (``(data, seconds until EOF)``), or until ``deadline_s``
+    (``(data, None)``: still open)."""
+    t0 = time.monotonic()
+    data = b""
+    while True:
+        left = deadline_s - (time.monotonic() - t0)
+        if left <= 0:
+            return data, None
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            return data, None
+        except ConnectionResetError:
+            return data, time.monotonic() - t0
+        if not chunk:
+            return data, time.monotonic() - t0
+        data += chunk
+
+
+def statuses(data: bytes) -> list[int]:
+    """Status codes of the HTTP/1.x responses in ``data``, in order (a response follows the previous body directly)."""
+    return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", data)]
+
+
+def exchange(server: Server, raw: bytes, deadline_s: float = 5.0) -> tuple[list[int], float | None, bytes]:
+    with connect(server) as sock:
+        try:
+            sock.sendall(raw)
+        except OSError:
+            pass  # the server may answer and close before all of a large request is written
+        data, closed_after = read_all(sock, deadline_s)
+    return statuses(data), closed_after, data
+
+
+def head(method: bytes, target: bytes, *headers: bytes, version: bytes = b"HTTP/1.1") -> bytes:
+    return method + b" " + target + b" " + version + b"\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n"
+
+
+def post(*headers: bytes, body: bytes = b"") -> bytes:
+    return head(b"POST", b"/retrieve", b"Host: t", b"Content-Type: application/json", *headers) + body
+
+
+QUERY = b'{"query": "Who wrote The Salt Clock?", "topk": 1}'
+CLOSE = b"Connection: close"
+
+
+def chunked(body: bytes, size: int) -> bytes:
+    return b"".join(
+        b"%x\r\n" % len(body[i : i + size]) + body[i : i + size] + b"\r\n" for i in range(0, len(body), size)
+    )
+
+
+# ---- scenarios that need more than one write ------------------------------------------------------------------------
+
+
+def dribble_head(server: Server) -> tuple[list[int], float | None, bytes]:
+    """A header sent one byte every 50 ms (slowloris): the head deadline counts from the connection, so the drip
+    does not extend it."""
+    with connect(server) as sock:
+        t0 = time.monotonic()
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+        while time.monotonic() - t0 < TIMEOUT_S + SLACK_S:
+            try:
+                sock.sendall(b"a")
+            except OSError:
+                break
+            time.sleep(0.05)
+        data, _ = read_all(sock, 0.5)
+        elapsed = time.monotonic() - t0
+    return statuses(data), (elapsed if elapsed < TIMEOUT_S + SLACK_S else None), data
+
+
+def head_grows_in_pieces(server: Server) -> tuple[list[int], float | None, bytes]:
+    """A header value sent 4 KiB at a time, never finished: the incomplete head passes 16 KiB -> 431, closed."""
+    with connect(server) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: ")
+        for _ in range(16):  # up to 64 KiB
+            try:
+                sock.sendall(b"b" * 4096)
+            except OSError:
+                break
+            time.sleep(0.01)
+        data, closed = read_all(sock, 3)
+    return statuses(data), closed, data
+
+
+def then_disconnect(raw: bytes, *, reset: bool = False) -> Callable[[Server], tuple[list[int], float | None, bytes]]:
+    """Send ``raw`` and vanish (``reset``: with a TCP RST, as a crashed client's kernel would)."""
+
+    def run(server: Server) -> tuple[list[int], float | None, bytes]:
+        sock = connect(server)
+        sock.sendall(raw)
+        if reset:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+        return [], 0.0, b""
+
+    return run
+
+
+def half_close(server: Server) -> tuple[list[int], float | None, bytes]:
+    """A complete request, then the client shuts its sending side (a pattern of simple scripts)."""
+    with connect(server) as sock:
+        sock.sendall(head(b"GET", b"/health", b"Host: t"))
+        sock.shutdown(socket.SHUT_WR)
+        data, closed = read_all(sock, 3)
+    return statuses(data), closed, data
+
+
+def connect_flood(server: Server) -> tuple[list[int], float | None, bytes]:
+    """50 connections opened and closed at once without a byte."""
+    for _ in range(50):
+        connect(server).close()
+    return [], 0.0, b""
+
+
+# ---- the table ------------------------------------------------------------------------------------------------------
+
+CLOSED = "closed within the timeout"
+SENT = "nothing to read"
+GET_HEALTH = head(b"GET", b"/health", b"Host: t", CLOSE)
+BIG = b"a" * 40_000
+
+# (kind, what is sent or a scenario, the expected outcome: a set of allowed first statuses, CLOSED or SENT)
+CASES: list[tuple[str, bytes | Callable[[Server], tuple[list[int], float | None, bytes]], object]] = [
+    # slow and idle clients
+    ("idle connection", b"", CLOSED),
+    ("partial request line", b"POST /retr", CLOSED),
+    ("partial headers", b"POST /retrieve HTTP/1.1\r\nHost: t\r\n", CLOSED),
+    ("header dribbled a byte at a time", dribble_head, CLOSED),
+    ("body stalls (content-length)", post(b"Content-Length: 100", body=b'{"query": "a'), CLOSED),
+    ("body stalls mid-chunk", post(b"Transfer-Encoding: chunked", body=b'20\r\n{"query"'), CLOSED),
+    # oversized heads
+    ("one 40 KB header", head(b"GET", b"/health", b"Host: t", b"X-Big: " + BIG, CLOSE), {431}),
+    ("head grows past 16 KiB in pieces", head_grows_in_pieces, {431}),
+    ("40 KB URL path", head(b"GET", b"/" + BIG, b"Host: t", CLOSE), {431}),
+    ("40 KB query string", head(b"GET", b"/health?x=" + BIG, b"Host: t", CLOSE), {431}),
+    ("200 headers", head(b"GET", b"/health", b"Host: t", CLOSE, *(b"X-%d: 1" % i for i in range(200))), {431}),
+    ("101 headers", head(b"GET", b"/health", b"Host: t", CLOSE, *(b"X-%d: 1" % i for i in range(99))), {431}),
+    # not HTTP/1.1 at all
+    ("binary garbage", b"\x00\x01\x02\xff garbage\r\n\r\n", {400}),
+    ("TLS ClientHello on the plain port", bytes.fromhex("16030100a5010000a10303") + os.urandom(64), {400}),
+    ("HTTP/2 prior-knowledge preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", {400}),
+    ("HTTP/9.9", head(b"GET", b"/health", b"Host: t", version=b"HTTP/9.9"), {400, 505}),
+    ("lower-case method", head(b"get", b"/health", b"Host: t", CLOSE), {400}),
+    ("unknown method", head(b"FOO", b"/health", b"Host: t", CLOSE), {400, 405}),
+    # malformed headers
+    ("header without a colon", head(b"GET", b"/health", b"Host: t", b"NoColonHere", CLOSE), {400}),
+    ("space in a header name", head(b"GET", b"/health", b"Host: t", b"Bad Name: x", CLOSE), {400}),
+    ("control byte in a header value", head(b"GET", b"/health", b"Host: t", b"X-C: a\x01b", CLOSE), {400}),
+    ("obsolete line folding", head(b"GET", b"/health", b"Host: t", b"X-F: a", b" folded", CLOSE), {400}),
+    ("bare LF line ends", b"GET /health HTTP/1.1\nHost: t\nConnection: close\n\n", {200, 400}),
+    # request smuggling and bogus lengths
+    ("two different Content-Length", post(b"Content-Length: 5", b"Content-Length: 6", body=b"{}"), {400}),
+    (
+        "Content-Length with chunked",
+        post(b"Content-Length: 5", b"Transfer-Encoding: chunked", body=b"0\r\n\r\n"),
+        {400},
+    ),
+    ("negative Content-Length", post(b"Content-Length: -1", body=b"{}"), {400}),
+    ("non-numeric Content-Length", post(b"Content-Length: 12abc", body=b"{}"), {400}),
+    ("Content-Length 10^30", post(b"Content-Length: " + b"1" + b"0" * 30), {400, 413}),
+    ("declared 1 GiB body", post(b"Content-Length: %d" % (1 << 30), body=b'{"query": '), {413}),
+    ("Expect: 100-continue over the limit", post(b"Content-Length: %d" % (1 << 30), b"Expect: 100-continue"), {413}),
+    ("unknown Transfer-Encoding", post(b"Transfer-Encoding: gzip", body=b"{}"), {400, 501}),
+    # malformed chunked bodies
+    ("chunk size not hex", post(b"Transfer-Encoding: chunked", body=b"ZZ\r\nabc\r\n0\r\n\r\n"), {400}),
+    ("chunk size overflows", post(b"Transfer-Encoding: chunked", body=b"F" * 40 + b"\r\nabc\r\n0\r\n\r\n"), {400}),
+    ("chunk without its CRLF", post(b"Transfer-Encoding: chunked", body=b"3\r\nabcXY0\r\n\r\n"), {400}),
+    (
+        "chunked body over the limit",
+        post(b"Transfer-Encoding: chunked", body=chunked(b"x" * (MAX_BODY + (2 << 20)), 1 << 20) + b"0\r\n\r\n"),
+        {413},
+    ),
+    # valid but unusual framing
+    ("one-byte chunks", post(b"Transfer-Encoding: chunked", CLOSE, body=chunked(QUERY, 1) + b"0\r\n\r\n"), {200}),
+    (
+        "chunked with trailers",
+        post(b"Transfer-Encoding: chunked", CLOSE, body=chunked(QUERY, 16) + b"0\r\nX-Trailer: 1\r\n\r\n"),
+        {200},
+    ),
+    ("two pipelined requests", head(b"GET", b"/health", b"Host: t") + GET_HEALTH, {200}),
+    ("HTTP/1.0 without Host", head(b"GET", b"/health", version=b"HTTP/1.0"), {200}),
+    ("HTTP/1.1 without Host", head(b"GET", b"/health", CLOSE), {200, 400}),
+    (
+        "WebSocket upgrade",
+        head(b"GET", b"/health", b"Host: t", b"Connection: Upgrade", b"Upgrade: websocket", CLOSE),
+        {200},
+    ),
+    (
+        "h2c upgrade",
+        head(b"GET", b"/health", b"Host: t", b"Connection: Upgrade, HTTP2-Settings", b"Upgrade: h2c", CLOSE),
+        {200},
+    ),
+    ("absolute-form target", head(b"GET", b"http://evil.example/health", b"Host: t", CLOSE), {200, 400, 404}),
+    # paths
+    ("path traversal", head(b"GET", b"/../../etc/passwd", b"Host: t", CLOSE), {404}),
+    ("NUL in the path", head(b"GET", b"/health%00", b"Host: t", CLOSE), {404}),
+    ("non-ASCII path bytes", head(b"GET", b"/h\xe9alth", b"Host: t", CLOSE), {400, 404}),
+    ("GET /docs (off by default)", head(b"GET", b"/docs", b"Host: t", CLOSE), {404}),
+    ("GET /openapi.json (off by default)", head(b"GET", b"/openapi.json", b"Host: t", CLOSE), {404}),
+    ("GET /redoc (off by default)", head(b"GET", b"/redoc", b"Host: t", CLOSE), {404}),
+    # clients that vanish
+    ("disconnect mid-body", then_disconnect(post(b"Content-Length: 100", body=b'{"q')), SENT),
+    ("disconnect mid-chunk", then_disconnect(post(b"Transfer-Encoding: chunked", body=b"20\r\n{")), SENT),
+    (
+        "reset right after a full request",
+        then_disconnect(post(b"Content-Length: %d" % len(QUERY), body=QUERY), reset=True),
+        SENT,
+    ),
+    ("half-closed after the request", half_close, {200}),
+    ("50 connects without a byte", connect_flood, SENT),
+]
+
+
+def run_case(server: Server, sent: object) -> tuple[list[int], float | None, bytes]:
+    if callable(sent):
+        return sent(server)
+    return exchange(server, sent, deadline_s=TIMEOUT_S + SLACK_S + 1)
+
+
+def test_300_mib_chunked_body_is_cut_at_the_limit(server):
+    """Streamed, never buffered: the server's peak RSS grows by less than 64 MiB (2 x the 32 MiB body limit).
+
+    First in the module, so that no earlier large body has left freed memory for this one to reuse unseen."""
+    status_file = Path(f"/proc/{server.pid}/status")
+
+    def kib(key: str) -> int:
+        line = next(line for line in status_file.read_text().splitlines() if line.startswith(key))
+        return int(line.split()[1])
+
+    Path(f"/proc/{server.pid}/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
+    base = kib("VmRSS")
+    piece = b"%x\r\n" % (1 << 16) + b"x" * (1 << 16) + b"\r\n"
+    sent = 0
+    with connect(server) as sock:
+        sock.sendall(post(b"Transfer-Encoding: chunked"))
+        try:
+            while sent < 300 << 20:
+                sock.sendall(piece)
+                sent += 1 << 16
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server answered 413 and closed the connection
+        data, _ = read_all(sock, 5)
+    growth_mib = (kib("VmHWM") - base) / 1024
+    print(
+        f"300 MiB chunked body: {sent >> 20} MiB written before the server closed; peak RSS growth {growth_mib:.1f} MiB"
+    )
+    assert growth_mib < 64
+    assert sent < 300 << 20  # the server stopped reading (limit + 1 MiB of drain), it did not swallow 300 MiB
+    assert not data or statuses(data) == [413]
+    assert httpx.get(f"http://127.0.0.1:{server.port}/health").status_code == 200
+
+
+def unexpected_outcomes(server: Server, cases: list, workers: int = 12) -> list[str]:
+    """Run the cases concurrently; the ones whose outcome is not the expected one, described."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda case: run_case(server, case[1]), cases))
+    failures = []
+    for (kind, _, expected), (codes, closed_after, data) in zip(cases, results, strict=True):
+        if expected == CLOSED:
+            ok = not codes and closed_after is not None and closed_after <= TIMEOUT_S + SLACK_S
+        elif expected == SENT:
+            ok = True
+        else:
+            ok = bool(codes) and codes[0] in expected
+            if ok and codes[0] >= 400 and b"application/json" in data:  # our JSON errors explain themselves
+                ok = len(json.loads(data.split(b"\r\n\r\n", 1)[1])["error"]["message"]) > 20
+        outcome = f"answered {codes[0]}" if codes else "no answer"
+        if closed_after is not None:
+            outcome += f", closed after {closed_after:.2f} s"
+        print(f"  {kind}: {outcome}")  # the table of cases and outcomes (pytest -s)
+        if not ok:
+            failures.append(f"{kind}: expected {expected}, got statuses {codes}, closed after {closed_after}")
+    return failures
+
+
+def test_hostile_requests_get_a_bounded_answer(server):
+    assert len(CASES) >= 40
+    before = len(server.log_lines())
+    failures = unexpected_outcomes(server, CASES)
+    assert not failures, "\n".join(failures)
+    # every pipelined request is answered
+    codes, _, _ = run_case(server, head(b"GET", b"/health", b"Host: t") * 99 + GET_HEALTH)
+    assert codes == [200] * 100
+    # the server is fine, and logged at most one line per hostile connection, none of them a traceback or an error
+    time.sleep(TIMEOUT_S)
+    new = server.log_lines()[before:]
+    assert len(new) <= len(CASES), "\n".join(new)
+    assert not [line for line in new if "Traceback" in line or "ERROR" in line], "\n".join(new)
+    health = httpx.get(f"http://127.0.0.1:{server.port}/health").json()
+    assert health["status"] == "ok"
+    # /health names the index and the model without their absolute paths
+    assert not health["index"].startswith("/") and not health["model"].startswith("/")
+
+
+@pytest.fixture(scope="module")
+def h11_server(retriever):
+    """The same app and rules on uvicorn's other parser, h11 (what runs where httptools is not installed), in a
+    thread of this process."""
+    import threading
+
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from retriever_server.app import ServerConfig, create_app
+    from retriever_server.http_guard import guarded_protocol, uvicorn_config
+
+    limits = dict(header_timeout_s=TIMEOUT_S, body_timeout_s=TIMEOUT_S, keep_alive_timeout_s=TIMEOUT_S)
+    config = ServerConfig(port=free_port(), max_body_bytes=1 << 20, **limits)
+    settings = uvicorn_config(create_app(retriever, config), config, log_level="warning")
+    settings.http = guarded_protocol(config, H11Protocol)
+    http_server = uvicorn.Server(settings)
+    thread = threading.Thread(target=http_server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not http_server.started:
+        assert thread.is_alive() and time.monotonic() < deadline
+        time.sleep(0.05)
+    yield Server(config.port, os.getpid(), Path(os.devnull))
+    http_server.should_exit = True
+    thread.join(timeout=10)
+
+
+H11_CASES = [
+    case
+    for case in CASES
+    if case[0]
+    in (
+        "idle connection",
+        "partial headers",
+        "body stalls (content-length)",
+        "body stalls mid-chunk",
+        "head grows past 16 KiB in pieces",
+        "two different Content-Length",
+        "Content-Length with chunked",
+        "chunk size not hex",
+        "one-byte chunks",
+        "declared 1 GiB body",
+        "one 40 KB header",
+    )
+] + [
+    (
+        "chunked body over a 1 MiB limit",
+        post(b"Transfer-Encoding: chunked", body=chunked(b"x" * (2 << 20), 1 << 16)),
+        {413},
+    ),
+]
+
+
+def test_the_rules_hold_on_the_h11_parser_too(h11_server):
+    failures = unexpected_outcomes(h11_server, H11_CASES, workers=len(H11_CASES))
+    assert not failures, "\n".join(failures)
+
+
+def test_150_idle_connections_are_closed_within_the_header_timeout(server):
+    socks, connected_at = [], []
+    for _ in range(150):
+        socks.append(connect(server))
+        connected_at.append(time.monotonic())
+
+    def closed_at(sock: socket.socket) -> float | None:
+        start = time.monotonic()
+        after = read_all(sock, TIMEOUT_S + SLACK_S + 1)[1]
+        return None if after is None else start + after
+
+    try:
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            closes = list(pool.map(closed_at, socks))
+    finally:
+        for sock in socks:
+            sock.close()
+    assert all(c is not None for c in closes), f"{sum(c is None for c in closes)} connections still open"
+    lifetimes = [c - t for c, t in zip(closes, connected_at, strict=True)]
+    print(
+        f"150 idle connections: closed {min(lifetimes):.2f}-{max(lifetimes):.2f} s after each connected "
+        f"(header timeout {TIMEOUT_S} s)"
+    )
+    assert max(lifetimes) <= TIMEOUT_S + SLACK_S  # closed by the header timeout, not held
+    assert min(lifetimes) >= 0.9 * TIMEOUT_S  # and not before it
+
+
+def test_disconnect_storm_logs_one_line_per_request_at_most(server):
+    """200 malformed or abandoned requests: at most 200 log lines, all INFO, no traceback; the server still serves."""
+    before = len(server.log_lines())
+    kinds = [
+        post(b"Transfer-Encoding: chunked", body=b"ZZ\r\n"),  # malformed chunk size
+        post(b"Content-Length: 100", body=b'{"q'),  # body cut short
+        post(b"Transfer-Encoding: chunked", body=b"10\r\n{"),  # chunk cut short
+        b"\x16\x03\x01garbage\r\n\r\n",  # not HTTP
+    ]
+    for i in range(200):
+        then_disconnect(kinds[i % len(kinds)], reset=i % 2 == 1)(server)
+    time.sleep(TIMEOUT_S)
+    ok = httpx.post(
+        f"http://127.0.0.1:{server.port}/retrieve", content=QUERY, headers={"content-type": "application/json"}
+    )
+    assert ok.status_code == 200 and len(ok.json()["result"][0]) == 1
+    new = server.log_lines()[before:]
+    print(f"disconnect storm: 200 requests, {len(new)} log lines")
+    assert len(new) <= 200, "\n".join(new[-20:])
+    assert all(" INFO retriever_server.http: " in line for line in new), "\n".join(new[:20])
