@@ -16,9 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
+
+from retriever_server.cli_common import API_KEY_HELP, api_key_env, output_dir, positive_int, report_error
 
 __all__ = ["add_parser"]
+
+PROG = "agentrag-verl demos generate"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_known_warnings()
     try:
+        output_dir(args.out, "--out")
         loop_options = parse_options(args.loop_option, "--loop-option")
         datasets = load_datasets(args.data or [str(MINI_WIKI_DIR)], split=args.split, limit=args.limit)
         scripted = args.teacher_url is None
@@ -61,9 +65,8 @@ def run(args: argparse.Namespace) -> int:
             teacher="scripted (stand-in for a teacher model)" if scripted else args.teacher_model,
             progress=not args.no_progress,
         )
-    except (ValueError, FileNotFoundError) as e:
-        print(f"agentrag-verl demos generate: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, OSError) as e:
+        return report_error(PROG, e)
 
     async def main() -> dict:
         client = None
@@ -77,11 +80,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         stats = asyncio.run(main())
     except EvalIncomplete as e:
-        print(f"agentrag-verl demos generate: {e}", file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"agentrag-verl demos generate: {e}", file=sys.stderr)
-        return 2
+        return report_error(PROG, e, code=1)
+    except (ValueError, OSError) as e:
+        return report_error(PROG, e)
     print(stats_markdown(stats))
     if args.json:
         print(json.dumps(stats, indent=1))
@@ -103,16 +104,16 @@ def add_parser(subparsers) -> None:
     g.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve", help="POST /retrieve endpoint.")
     g.add_argument("--data", action="append", help="Dataset spec(s) as in `eval` (default: the mini-wiki).")
     g.add_argument("--split", default="train", help="Split file name inside dataset folders (default train).")
-    g.add_argument("--limit", type=int, help="First N questions of each dataset.")
+    g.add_argument("--limit", type=positive_int, help="First N questions of each dataset.")
     g.add_argument("--teacher-url", help="OpenAI-compatible API root of the teacher (default: scripted teacher).")
     g.add_argument("--teacher-model", help="Model name the teacher server serves.")
-    g.add_argument("--api-key-env", help="Environment variable holding the teacher's API key (never logged).")
-    g.add_argument("--samples", type=int, default=1, help="Trajectories per question (k).")
+    g.add_argument("--api-key-env", type=api_key_env, help=f"Teacher: {API_KEY_HELP}; default: no key.")
+    g.add_argument("--samples", type=positive_int, default=1, help="Trajectories per question (k).")
     g.add_argument("--temperature", type=float, default=0.0, help="Teacher sampling temperature.")
     g.add_argument("--metric", choices=["em", "cem", "f1"], help="Correctness rule (default: the paper's).")
-    g.add_argument("--concurrency", type=int, default=8, help="Trajectories in flight.")
-    g.add_argument("--prompt-length", type=int, default=1024)
-    g.add_argument("--response-length", type=int, default=1024, help="Token budget of one trajectory.")
+    g.add_argument("--concurrency", type=positive_int, default=8, help="Trajectories in flight.")
+    g.add_argument("--prompt-length", type=positive_int, default=1024)
+    g.add_argument("--response-length", type=positive_int, default=1024, help="Token budget of one trajectory.")
     g.add_argument(
         "--loop-option", action="append", help="Agent-loop option key=value (e.g. max_observation_tokens=256)."
     )

@@ -199,11 +199,16 @@ def run(args: argparse.Namespace) -> int:
         max_length=args.max_length,
         extra_overrides=[o for o in args.overrides if o != "--"],
     )
+    from retriever_server.cli_common import input_dir, output_dir, report_error
+
     try:
+        input_dir(args.model, "--model")
+        output_dir(args.work_dir, "--work-dir")
+        if not (Path(args.model) / "config.json").is_file():
+            raise ValueError(f"--model {args.model}: no config.json; pass a Hugging Face model folder")
         summary = run_sft_local(s, echo=not args.quiet)
-    except (RuntimeError, ValueError, FileNotFoundError) as e:
-        print(f"agentrag-verl sft-local: {e}", file=sys.stderr)
-        return 1
+    except (RuntimeError, ValueError, OSError) as e:
+        return report_error("agentrag-verl sft-local", e, code=1)
     losses = [m.get("train/loss") for _, m in sorted(summary["steps"].items())]
     print(f"SFT: {summary['demonstrations']} demonstrations, {len(losses)} steps, wall {summary['wall_s']} s")
     if losses:
@@ -213,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> None:
+    from retriever_server.cli_common import positive_int
+
     p = subparsers.add_parser(
         "sft-local",
         help="Warm-start a policy on demonstrations with verl's SFT trainer on this CPU-only machine.",
@@ -221,11 +228,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="HF model folder to fine-tune.")
     p.add_argument("--demos", required=True, nargs="+", help="demos.jsonl file(s) from `agentrag-verl demos generate`.")
     p.add_argument("--work-dir", default="outputs/sft_local", help="Checkpoints, log, model/ and summary.json.")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=8, help="Demonstrations per optimizer step.")
-    p.add_argument("--micro-batch-size", type=int, default=4, help="Demonstrations per forward/backward.")
+    p.add_argument("--epochs", type=positive_int, default=2)
+    p.add_argument("--batch-size", type=positive_int, default=8, help="Demonstrations per optimizer step.")
+    p.add_argument("--micro-batch-size", type=positive_int, default=4, help="Demonstrations per forward/backward.")
     p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--max-length", type=int, default=1024, help="Longest demonstration (prompt + response) in tokens.")
+    p.add_argument(
+        "--max-length", type=positive_int, default=1024, help="Longest demonstration (prompt + response) in tokens."
+    )
     p.add_argument("--quiet", action="store_true", help="Write the trainer's output only to the log file.")
     p.add_argument("overrides", nargs=argparse.REMAINDER, help="Hydra overrides for verl's sft_trainer (after --).")
     p.set_defaults(func=run)
