@@ -1,5 +1,7 @@
 """The offline demo on the embedded mini-wiki (``make demo``; ``python -m agentrag_verl.demo [--quick]``).
 
-See :mod:`agentrag_verl.demo.main` for the steps; :mod:`~agentrag_verl.demo.models` converts SmolLM2 and finds
-MiniLM; :mod:`~agentrag_verl.demo.servers` runs the retriever and vLLM servers as child processes.
+See :mod:`agentrag_verl.demo.main` for the story; :mod:`~agentrag_verl.demo.pipeline` runs its stages (also for
+``benchmarks/learning.py``); :mod:`~agentrag_verl.demo.models` converts SmolLM2 and finds MiniLM;
+:mod:`~agentrag_verl.demo.servers` runs the retriever and vLLM servers as child processes;
+:mod:`~agentrag_verl.demo.standin_judge` is the rule-based stand-in judge.
 """

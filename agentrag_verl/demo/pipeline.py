@@ -143,11 +143,9 @@ def stage_metrics(records: Sequence[Mapping[str, Any]], design: str = "hiprag") 
 
     row: dict[str, Any] = {"n": len(records)}
     for key in ("format_ok", "em", "cem", "f1", "tokens", "reward"):
-        sets = [s for s in by_set if per_question(key, by_set[s])]
-        means = [sum(v) / len(v) for s in sets if (v := per_question(key, by_set[s]))]
-        pooled = [x for s in sets for x in per_question(key, by_set[s])]
-        m = sum(means) / len(means) if means else None
-        _, half = mean_ci(pooled)
+        values = [v for rows in by_set.values() if (v := per_question(key, rows))]
+        m = sum(sum(v) / len(v) for v in values) / len(values) if values else None
+        _, half = mean_ci([x for v in values for x in v])
         row[key] = [None if m is None else round(m, 4), half]
     corpus = [r for s in CORPUS_SETS for r in by_set.get(s, [])]
     common = by_set.get(COMMON_SET, [])
