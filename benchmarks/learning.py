@@ -40,10 +40,7 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 def main() -> int:
     from agentrag_verl.demo import pipeline as P
-    from agentrag_verl.demo.main import build_index, markdown, reward_curve, settings_for, stage_table
-    from agentrag_verl.demo.models import convert_smollm2
-    from agentrag_verl.demo.servers import BackgroundServer, free_port, retriever_command
-    from agentrag_verl.demo.standin_judge import StandInJudge
+    from agentrag_verl.demo.main import markdown, reward_curve, settings_for, stage_table
     from agentrag_verl.eval.data import MINI_WIKI_DIR
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -66,8 +63,6 @@ def main() -> int:
     s.eval_limit = args.eval_limit
     s.grpo_steps, s.grpo_batch_size, s.grpo_rollout_n = args.steps, args.batch_size, args.rollout_n
     s.grpo_lr, s.grpo_kl_coef = args.lr, args.kl_coef
-    logs = s.work_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
     walls: dict[str, float] = {}
     t0 = time.perf_counter()
 
@@ -77,20 +72,7 @@ def main() -> int:
 
     with ExitStack() as stack:
         t = time.perf_counter()
-        base = convert_smollm2(s.work_dir / "smollm2")
-        index = build_index(s, logs)
-        port = free_port()
-        stack.enter_context(
-            BackgroundServer(
-                "retriever",
-                retriever_command(index, port),
-                f"http://127.0.0.1:{port}/health",
-                logs / "retriever.log",
-                env={"HF_HUB_OFFLINE": "1"},
-            )  # fmt: skip
-        )
-        judge = stack.enter_context(StandInJudge())
-        url = f"http://127.0.0.1:{port}/retrieve"
+        base, url, judge_url = P.start_services(s, stack)
         mark("setup", t)
         t = time.perf_counter()
         demos = P.demos_stage(s, base, url)
@@ -100,13 +82,13 @@ def main() -> int:
         sft = P.sft_stage(s, base)
         mark("sft", t)
         t = time.perf_counter()
-        warm = P.eval_stage("warm_start_bench", Path(sft["model"]), s, url, judge.base_url, logs)
+        warm = P.eval_stage("warm_start_bench", Path(sft["model"]), s, url, judge_url)
         mark("eval warm start", t)
         t = time.perf_counter()
-        grpo = P.grpo_stage(s, Path(sft["model"]), url, judge.base_url, name="grpo_bench")
+        grpo = P.grpo_stage(s, Path(sft["model"]), url, judge_url, name="grpo_bench")
         mark("grpo", t)
         t = time.perf_counter()
-        after = P.eval_stage("grpo_bench", Path(grpo["model"]), s, url, judge.base_url, logs)
+        after = P.eval_stage("grpo_bench", Path(grpo["model"]), s, url, judge_url)
         mark("eval after GRPO", t)
     walls["total"] = round(time.perf_counter() - t0, 1)
 

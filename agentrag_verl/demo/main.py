@@ -106,23 +106,6 @@ class Timer:
         return round(time.perf_counter() - self.t0, 1)
 
 
-def build_index(settings: PipelineSettings, log_dir: Path) -> Path:
-    """MiniLM Flat index of the mini-wiki corpus (``retriever_server build`` resumes / skips a complete build)."""
-    import subprocess
-
-    from agentrag_verl.demo.models import minilm_path
-
-    index = settings.work_dir / "index"
-    cmd = [sys.executable, "-m", "retriever_server", "build", "--corpus", str(settings.data_dir / "corpus.jsonl"),
-           "--model", minilm_path(), "--retriever-name", "mean", "--out", str(index), "--no-progress"]  # fmt: skip
-    log = log_dir / "index_build.log"
-    with open(log, "w") as f:
-        result = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    if result.returncode != 0:
-        raise RuntimeError(f"index build failed (exit {result.returncode}); see {log}")
-    return index
-
-
 def _cell(value: Any, percent: bool) -> str:
     mean, half = value if isinstance(value, (list, tuple)) else (value, None)
     if mean is None:
@@ -226,9 +209,6 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
     from rich.table import Table
 
     from agentrag_verl.demo import pipeline as P
-    from agentrag_verl.demo.models import convert_smollm2
-    from agentrag_verl.demo.servers import BackgroundServer, free_port, retriever_command
-    from agentrag_verl.demo.standin_judge import StandInJudge
     from agentrag_verl.eval.cli import quiet_known_warnings
 
     quiet_known_warnings()
@@ -236,28 +216,14 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
     console.print(f"[bold]agentrag-verl demo[/bold] ({'quick' if quick else 'full'}); {STAND_IN_NOTE}")
     timer = Timer()
     work = settings.work_dir
-    logs = work / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"settings": {k: str(v) for k, v in asdict(settings).items()}, "note": STAND_IN_NOTE}
     rows: list[dict[str, Any]] = []
     with ExitStack() as stack:
         with timer.phase("1. setup: SmolLM2, index, retriever, stand-in judge", console):
-            base_model = convert_smollm2(work / "smollm2")
-            index = build_index(settings, logs)
-            port = free_port()
-            stack.enter_context(
-                BackgroundServer(
-                    "retriever",
-                    retriever_command(index, port),
-                    f"http://127.0.0.1:{port}/health",
-                    logs / "retriever.log",
-                    env={"HF_HUB_OFFLINE": "1"},
-                )  # fmt: skip
-            )
-            judge = stack.enter_context(StandInJudge())
-        retriever_url = f"http://127.0.0.1:{port}/retrieve"
+            base_model, retriever_url, judge_url = P.start_services(settings, stack)
         with timer.phase("2. eval: base SmolLM2", console):
-            rows.append(P.eval_stage("base", base_model, settings, retriever_url, judge.base_url, logs))
+            rows.append(P.eval_stage("base", base_model, settings, retriever_url, judge_url))
         with timer.phase("3. demonstrations (scripted stand-in teacher)", console):
             result["demos"] = P.demos_stage(settings, base_model, retriever_url)
             d = result["demos"]
@@ -270,15 +236,15 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
             if losses:
                 console.print(f"SFT: {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
         with timer.phase("5. eval: warm start", console):
-            rows.append(P.eval_stage("warm_start", Path(sft["model"]), settings, retriever_url, judge.base_url, logs))
+            rows.append(P.eval_stage("warm_start", Path(sft["model"]), settings, retriever_url, judge_url))
         with timer.phase("6. GRPO (train-local, HiPRAG reward)", console):
-            grpo = P.grpo_stage(settings, Path(sft["model"]), retriever_url, judge.base_url)
+            grpo = P.grpo_stage(settings, Path(sft["model"]), retriever_url, judge_url)
             curve = reward_curve(grpo)
             result["grpo"] = {"summary": grpo, "reward_curve": curve}
             console.print(f"GRPO settings: {grpo.get('settings')}")
             console.print("reward per step: " + ", ".join(f"{c['mean']:.3f}" for c in curve if c["mean"] is not None))
         with timer.phase("7. eval: after GRPO", console):
-            rows.append(P.eval_stage("grpo", Path(grpo["model"]), settings, retriever_url, judge.base_url, logs))
+            rows.append(P.eval_stage("grpo", Path(grpo["model"]), settings, retriever_url, judge_url))
     result["stages"] = rows
     header, cells = stage_table(rows)
     table = Table(title="SmolLM2-135M, HiPRAG format, mini-wiki test sets (greedy; mean ±95% CI)")

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from typing import Any
 __all__ = [
     "PipelineSettings",
     "HIPRAG_CPU_REWARD",
+    "build_index",
+    "start_services",
     "stage_metrics",
     "eval_stage",
     "demos_stage",
@@ -165,6 +168,42 @@ def model_stamp(model_dir: Path) -> list[list[Any]]:
     return [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(Path(model_dir).glob("*.safetensors"))]
 
 
+def build_index(settings: PipelineSettings, log_dir: Path) -> Path:
+    """MiniLM Flat index of the mini-wiki corpus (``retriever_server build`` skips a complete build of the same
+    corpus and model)."""
+    from agentrag_verl.demo.models import minilm_path
+
+    index = settings.work_dir / "index"
+    cmd = [sys.executable, "-m", "retriever_server", "build", "--corpus", str(settings.data_dir / "corpus.jsonl"),
+           "--model", minilm_path(), "--retriever-name", "mean", "--out", str(index), "--no-progress"]  # fmt: skip
+    log = log_dir / "index_build.log"
+    with open(log, "w") as f:
+        result = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if result.returncode != 0:
+        raise RuntimeError(f"index build failed (exit {result.returncode}); see {log}")
+    return index
+
+
+def start_services(settings: PipelineSettings, stack: ExitStack) -> tuple[Path, str, str]:
+    """SmolLM2 as a Hugging Face folder, the index, the retriever server and the stand-in judge (stopped when
+    ``stack`` closes). Returns ``(base_model, retriever_url, judge_url)``."""
+    from agentrag_verl.demo.models import convert_smollm2
+    from agentrag_verl.demo.servers import BackgroundServer, free_port, retriever_command
+    from agentrag_verl.demo.standin_judge import StandInJudge
+
+    logs = settings.work_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    base_model = convert_smollm2(settings.work_dir / "smollm2")
+    index = build_index(settings, logs)
+    port = free_port()
+    ready = f"http://127.0.0.1:{port}/health"
+    server = BackgroundServer("retriever", retriever_command(index, port), ready, logs / "retriever.log",
+                              env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    stack.enter_context(server)
+    judge = stack.enter_context(StandInJudge())
+    return base_model, f"http://127.0.0.1:{port}/retrieve", judge.base_url
+
+
 def _load(settings: PipelineSettings, split: str, limit: int | None) -> dict[str, list[Any]]:
     from agentrag_verl.eval.data import load_datasets
 
@@ -177,7 +216,6 @@ def eval_stage(
     settings: PipelineSettings,
     retriever_url: str,
     judge_url: str,
-    log_dir: Path,
 ) -> dict[str, Any]:
     """Serve ``model_dir`` with vLLM, evaluate it (resumable, cached per stage ``name``), stop the server."""
     import asyncio
@@ -214,7 +252,7 @@ def eval_stage(
         f"vLLM ({name})",
         vllm_command(model_dir, port, SERVED_NAME),
         f"http://127.0.0.1:{port}/v1/models",
-        log_dir / f"vllm_{name}.log",
+        settings.work_dir / "logs" / f"vllm_{name}.log",
         env=VLLM_CPU_ENV,
         timeout_s=600,
     )
