@@ -152,15 +152,17 @@ def scripted_teacher_client(tokenizer: Any, format_name: str, questions: Sequenc
 def _check_run_file(out: Path, config: DemoConfig, overwrite: bool) -> None:
     run_file = out / RUN_FILE
     current = config.fingerprint()
-    if run_file.exists() and not overwrite:
+    demos = out / DEMOS_FILE
+    has_records = demos.exists() and demos.stat().st_size > 0
+    if run_file.exists() and has_records and not overwrite:  # a fingerprint without records blocks nothing
         previous = json.loads(run_file.read_text()).get("fingerprint")
         if previous != current:
             raise ValueError(
                 f"{out} holds demonstrations of another run (see {run_file}); use another --out, or --overwrite to "
                 "delete them."
             )
-    if overwrite and (out / DEMOS_FILE).exists():
-        (out / DEMOS_FILE).unlink()
+    if overwrite and demos.exists():
+        demos.unlink()
     out.mkdir(parents=True, exist_ok=True)
     run_file.write_text(json.dumps({"fingerprint": current}, indent=1))
 
