@@ -172,3 +172,20 @@ def test_resumes_after_a_kill_with_nothing_lost_or_duplicated(tiny_model_dir, re
     assert sorted(keys) == sorted(f"q{k}#0" for k in range(40))  # every trajectory exactly once
     assert all(r["kept"] for r in lines)
     assert lines[: len(before)] == before  # what was written before the kill is kept, not sampled again
+
+
+def test_a_fingerprint_without_records_does_not_block_a_rerun(tmp_path):
+    from agentrag_verl.warmstart.demos import _check_run_file
+
+    def cfg(model):
+        runner = RunnerConfig(tokenizer="tok", base_url="u", model=model, retriever_url="r")
+        return DemoConfig(runner=runner, format="hiprag", out_dir=str(tmp_path), progress=False)
+
+    out = tmp_path / "hiprag"
+    _check_run_file(out, cfg("teacher-a"), overwrite=False)
+    _check_run_file(out, cfg("teacher-b"), overwrite=False)  # no records yet: a corrected rerun goes on
+    (out / "demos.jsonl").write_text('{"dataset": "d", "id": "1", "sample": 0}\n')
+    with pytest.raises(ValueError, match="another run"):
+        _check_run_file(out, cfg("teacher-c"), overwrite=False)  # records of teacher-b are never mixed
+    _check_run_file(out, cfg("teacher-c"), overwrite=True)
+    assert not (out / "demos.jsonl").exists()
