@@ -8,6 +8,9 @@
     python -m retriever_server serve --index e5_index --ray --replicas 2 --gpus-per-replica 1
     python -m retriever_server query --index e5_index "who wrote the salt clock" [--topk 3]
     python -m retriever_server query --url http://127.0.0.1:8000 "who wrote the salt clock"
+    python -m retriever_server recall --index e5_index --queries dev.jsonl [--recall-k 3] [--search-params nprobe=64]
+
+``build --recall-queries dev.jsonl`` reports the same recall@k (against exact search) right after a build.
 
 Search-R1's flags are accepted as aliases, so its launch line works unchanged::
 
@@ -91,7 +94,7 @@ def _add_load_options(p: argparse.ArgumentParser, *, required: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (subcommands ``build``, ``serve``, ``query``)."""
+    """The argument parser (subcommands ``build``, ``serve``, ``query``, ``recall``)."""
     parser = OneLineParser(
         prog="python -m retriever_server",
         description="Dense retrieval server (E5/BGE + FAISS) with the Search-R1 /retrieve wire format.",
@@ -114,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--overwrite", action="store_true", help="discard an existing build in --out instead of resuming")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    g = b.add_argument_group("recall report (optional; see retriever_server.recall)")
+    g.add_argument(
+        "--recall-queries", help="held-out questions (.jsonl with a question field, or one per line): report recall"
+    )
+    _add_recall_options(g)
     _add_encoder_options(b)
     _add_runtime_options(b)
     b.set_defaults(func=_cmd_build)
@@ -177,7 +185,26 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--retriever-name", "--retriever_name", dest="retriever_name", help="encoder preset (index file)")
     _add_runtime_options(q)
     q.set_defaults(func=_cmd_query)
+
+    c = sub.add_parser("recall", help="recall@k of an index against exact search, with its size and q/s")
+    c.add_argument("--index", required=True, help="index directory from `build` (needs its embeddings.npy)")
+    c.add_argument(
+        "--queries", dest="recall_queries", required=True, help="held-out questions (.jsonl or one per line)"
+    )
+    _add_recall_options(c)
+    c.add_argument("--search-params", help="faiss ParameterSpace string to try, e.g. nprobe=64 or efSearch=128")
+    c.add_argument("--device", help="encoder device: auto (default), cpu, cuda, cuda:N")
+    c.add_argument("--num-threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    c.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    c.set_defaults(func=_cmd_recall)
     return parser
+
+
+def _add_recall_options(g) -> None:
+    g.add_argument("--recall-k", type=positive_int, default=3, help="hits compared per query (default 3)")
+    g.add_argument(
+        "--recall-sample", type=positive_int, default=1000, help="questions drawn at most (seeded, default 1000)"
+    )
 
 
 def _setup_logging(level: str) -> None:
@@ -213,8 +240,33 @@ def _cmd_build(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=args.progress,
     )
-    report = build_index(config)
-    print(json.dumps(report.to_dict(), indent=2))
+    # a bad questions file fails here, not after the build
+    queries = _recall_queries(args) if args.recall_queries else None
+    report = build_index(config).to_dict()
+    if queries:
+        report["recall"] = _recall(args.out, queries, args, search_params=None)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _recall_queries(args: argparse.Namespace) -> list[str]:
+    from .recall import read_queries
+
+    return read_queries(args.recall_queries, args.recall_sample)
+
+
+def _recall(index: str, queries: list[str], args: argparse.Namespace, *, search_params: str | None) -> dict[str, Any]:
+    from .recall import recall_of_index_dir
+    from .retriever import LoadOptions
+
+    options = LoadOptions(device=args.device, num_threads=args.num_threads)
+    return recall_of_index_dir(index, queries, args.recall_k, search_params=search_params, options=options).to_dict()
+
+
+def _cmd_recall(args: argparse.Namespace) -> int:
+    _setup_logging(args.log_level)
+    recall = _recall(args.index, _recall_queries(args), args, search_params=args.search_params)
+    print(json.dumps({"index": args.index, "recall": recall}, indent=2))
     return 0
 
 
