@@ -66,7 +66,6 @@ def index_types(n: int, d: int, hnsw_max: int) -> list[tuple[str, str | None]]:
         (f"IVF{nlist},Flat", "nprobe=64"),
         (f"IVF{nlist},SQ8", "nprobe=64"),
         (f"IVF{nlist},PQ{d // 8}", "nprobe=64"),
-        (f"IVF{nlist},PQ{d // 16}", "nprobe=64"),
     ]
     return types
 
