@@ -3,7 +3,8 @@
 ::
 
     python -m retriever_server build --corpus wiki-18.jsonl --model intfloat/e5-base-v2 --out e5_index \\
-        [--index-type Flat|HNSW64|IVF4096,PQ64] [--batch-size 256] [--chunk-size 4096] [--max-passages N]
+        [--index-type Flat|HNSW64|IVF4096,PQ64] [--batch-size 256] [--chunk-size 4096] [--max-passages N] \\
+        [--shards N]
     python -m retriever_server serve --index e5_index [--host 127.0.0.1 --port 8000 --topk 3]
     python -m retriever_server serve --index e5_index --ray --replicas 2 --gpus-per-replica 1
     python -m retriever_server query --index e5_index "who wrote the salt clock" [--topk 3]
@@ -112,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--train-size", type=positive_int, default=262144, help="rows sampled to train IVF/PQ (default 262144)"
     )
+    b.add_argument(
+        "--shards",
+        type=positive_int,
+        default=1,
+        help="split the index into N faiss files over contiguous row ranges, for sharded serving (default 1)",
+    )
     b.add_argument("--overwrite", action="store_true", help="discard an existing build in --out instead of resuming")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     _add_encoder_options(b)
@@ -210,6 +217,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         chunk_size=args.chunk_size,
         max_passages=args.max_passages,
         train_size=args.train_size,
+        shards=args.shards,
         overwrite=args.overwrite,
         progress=args.progress,
     )
