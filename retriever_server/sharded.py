@@ -15,7 +15,10 @@ Decisions:
   local ids. The merge orders hits by score, highest first, and equal scores by row id, highest first: that is
   the order faiss's Flat search gives tied rows inside its top-k, so for a Flat index the merged top-k is the
   unsharded one, rows and scores: shard boundaries fall on faiss's 1024-row BLAS blocks
-  (:func:`~retriever_server.build.shard_alignment`), so each shard computes bit-identical inner products. Which of
+  (:func:`~retriever_server.build.shard_alignment`), so each shard computes bit-identical inner products, given the
+  same number of BLAS threads (with another thread count BLAS splits the products differently and scores of 4 or
+  more queries per call may differ in the last bit, sharded or not; the rows stay the same but for such near-ties).
+  Which of
   several tied rows falls off the end at rank ``k`` is decided by faiss's heap in the unsharded search, so it
   cannot be reproduced in general; the merge keeps the highest row ids, deterministically.
 - Approximate indexes (HNSW, IVF, PQ) merge the same way; the result is then the union of per-shard approximate
@@ -454,6 +457,12 @@ class RemoteRetriever:
         }
 
 
+def _omp_threads() -> int:
+    from .search import import_faiss
+
+    return int(import_faiss().omp_get_max_threads())
+
+
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -486,6 +495,7 @@ def deployment_classes() -> dict[str, type]:
                 "rss_bytes": _rss_bytes(),
                 "load_seconds": round(self.load_seconds, 3),
                 "backend": self.backend.name,
+                "threads": _omp_threads(),
             }
 
     class EncoderDeployment:

@@ -310,3 +310,98 @@ def test_fanout_does_not_retry_errors_of_the_search_itself():
     with pytest.raises(ValueError, match="replica died"):
         fanout.search(_unit(rng, 1, 8), 3)
     assert handles[0][1].calls == 1
+
+
+# ---- Ray Serve: the sharded app -------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_ray_sharded_app_equals_unsharded_and_survives_a_shard_kill(
+    ray_cluster, tmp_path, index_dir, corpus_file, minilm_config, minilm_encoder, retriever, qa_rows
+):
+    import concurrent.futures
+    import os
+    import signal
+    import time
+
+    import httpx
+    from ray import serve
+
+    from agentrag_verl.testing.retriever import free_port
+    from retriever_server.ray_app import build_app
+
+    sharded_dir = tmp_path / "two_shards"
+    shutil.copytree(index_dir, sharded_dir)
+    config = BuildConfig(str(corpus_file), str(sharded_dir), minilm_config, chunk_size=16, shards=2, progress=False)
+    assert build_index(config, encoder=minilm_encoder).chunks_encoded == 0
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    try:
+        # strings, as `serve run retriever_server.ray_app:build_app key=value` passes them
+        args = {"index": str(sharded_dir), "shards": "2", "num_threads": "1", "max_wait_ms": "10"}
+        args |= {"cpus_per_shard": "0.25", "cpus_per_ingress": "0.25", "cpus_per_replica": "0.25"}
+        args |= {"shard_retry_s": "60", "health_check_period_s": "1"}
+        serve.run(build_app(args), name="retriever", route_prefix="/")
+        url = f"http://127.0.0.1:{port}"
+        questions = [row["question"] for row in qa_rows[:16]]
+        expected = retriever.retrieve(questions, 3)  # the unsharded index, in this process
+
+        def ask(i: int) -> httpx.Response:
+            body = {"queries": [questions[i % 16]], "topk": 3, "return_scores": True}
+            return httpx.post(f"{url}/retrieve", json=body, timeout=120)
+
+        def check(i: int, response: httpx.Response) -> bool:
+            """True for the unsharded answer; False for a 503; anything else fails the test."""
+            if response.status_code == 503:
+                assert response.json()["error"]["type"] == "shard_unavailable", response.text
+                return False
+            assert response.status_code == 200, response.text
+            got, exp = response.json()["result"][0], expected[i % 16]
+            assert [h["document"] for h in got] == [h["document"] for h in exp], questions[i % 16]
+            np.testing.assert_allclose([h["score"] for h in got], [h["score"] for h in exp], atol=1e-5)
+            return True
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            first = list(pool.map(ask, range(16)))  # concurrent 1-query requests: micro-batched by the ingress
+        assert all(check(i, r) for i, r in enumerate(first))
+        health = httpx.get(f"{url}/health", timeout=30).json()
+        assert health["index_size"] == 68 and health["shards"] == [[0, 32], [32, 68]]  # starts on 16-row blocks
+        assert health["served"]["batches"] < health["served"]["requests"]
+
+        # kill shard 1's replica process (as the OOM killer would) while clients keep asking
+        shard1 = serve.get_deployment_handle("retriever-shard-1", "retriever")
+        old = shard1.info.remote().result(timeout_s=30)
+        assert old["rows"] == [32, 68] and old["rss_bytes"] > 0
+        outcomes: list[tuple[float, bool, float]] = []
+        stop = time.monotonic() + 120
+
+        def client(c: int) -> None:
+            i = c
+            while time.monotonic() < stop:
+                t = time.monotonic()
+                response = ask(i)
+                outcomes.append((t, check(i, response), time.monotonic() - t))
+                i += 4
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            clients = [pool.submit(client, c) for c in range(4)]
+            time.sleep(1.0)
+            killed_at = time.monotonic()
+            os.kill(old["pid"], signal.SIGKILL)
+            while time.monotonic() < stop:  # until requests sent well after the kill succeed again
+                time.sleep(0.5)
+                if sum(ok for t, ok, _ in outcomes if t > killed_at + 2) >= 8:
+                    stop = time.monotonic()
+            for f in clients:
+                f.result()  # re-raises a wrong answer
+        after = [(ok, took) for t, ok, took in outcomes if t > killed_at]
+        assert sum(ok for ok, _ in after) >= 8, "the service did not recover after the shard was killed"
+        print(
+            f"after the kill: {len(after)} requests, {sum(ok for ok, _ in after)} exact answers, "
+            f"{sum(not ok for ok, _ in after)} 503s, slowest {max(took for _, took in after):.1f} s"
+        )
+        new = shard1.info.remote().result(timeout_s=30)
+        assert new["pid"] != old["pid"] and new["rows"] == [32, 68]  # Serve started a replacement replica
+    finally:
+        serve.shutdown()
