@@ -285,6 +285,9 @@ class ShardedConfig:
     """Longest wait for one call to a healthy shard or the encoder (a hung replica counts as an outage after it)."""
     health_check_period_s: float = 2.0
     """How often Serve checks the shard and encoder replicas (a replica that died is replaced after its check)."""
+    reserve_memory: bool = True
+    """Reserve each shard replica's memory with Ray (``ray_actor_options.memory``: its index bytes + 512 MiB), so
+    Ray places shards only where their vectors fit, i.e. spreads them over nodes, instead of stacking them on one."""
 
 
 SHARDED_FIELDS = {f.name for f in dataclasses.fields(ShardedConfig)}
@@ -609,12 +612,15 @@ def build_sharded_application(
     health = {"health_check_period_s": sharded.health_check_period_s}
     shard_handles = []
     for spec in specs:
+        actor = {"num_cpus": sharded.cpus_per_shard, "num_gpus": sharded.gpus_per_shard}
+        if sharded.reserve_memory:
+            actor["memory"] = shard_bytes(spec) + (512 << 20)
         deployment = serve.deployment(
             classes["shard"],
             name=f"{ray_config.name}-shard-{spec.number}",
             num_replicas=sharded.shard_replicas,
             max_ongoing_requests=ray_config.max_ongoing_requests,
-            ray_actor_options={"num_cpus": sharded.cpus_per_shard, "num_gpus": sharded.gpus_per_shard},
+            ray_actor_options=actor,
             **health,
         )
         shard_handles.append(deployment.bind(dataclasses.asdict(spec), backend == "faiss-gpu", options.search_params))
@@ -644,6 +650,18 @@ def build_sharded_application(
         server.to_dict(),
         fanout,
     )
+
+
+def shard_bytes(spec: ShardSpec) -> int:
+    """Bytes of a shard's index once loaded: its file's size, or its rows of ``embeddings.npy`` as a flat index."""
+    if spec.file is not None:
+        return (Path(spec.index_dir) / spec.file).stat().st_size
+    import numpy as np
+
+    from .build import EMBEDDINGS_FILE
+
+    dim = int(np.load(Path(spec.index_dir) / EMBEDDINGS_FILE, mmap_mode="r").shape[1])
+    return spec.rows * dim * 4
 
 
 def wants_sharding(source: IndexSource, sharded: ShardedConfig) -> bool:

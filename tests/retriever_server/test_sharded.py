@@ -235,6 +235,26 @@ def test_serving_as_another_shard_count(tmp_path, flat_dir, corpus300, tiny_bert
         plan_shards(hnsw, 2)
 
 
+def test_sharded_app_options(tmp_path, flat_dir, capsys):
+    from retriever_server.cli import main
+    from retriever_server.ray_app import IndexSource, _coerce, build_app
+    from retriever_server.sharded import ShardedConfig, shard_bytes, wants_sharding
+
+    parsed = _coerce(ShardedConfig, {"shards": "4", "cpus_per_shard": "0.5", "reserve_memory": "false"})
+    assert parsed == ShardedConfig(shards=4, cpus_per_shard=0.5, reserve_memory=False)
+    assert not wants_sharding(IndexSource(str(flat_dir)), ShardedConfig())
+    assert wants_sharding(IndexSource(str(flat_dir)), ShardedConfig(shards=2))
+    assert [shard_bytes(s) for s in plan_shards(flat_dir, 2)] == [144 * 32 * 4, 156 * 32 * 4]
+    index_file = tmp_path / "e5_Flat.index"
+    shutil.copy(flat_dir / "index.faiss", index_file)
+    with pytest.raises(ValueError, match="needs an index directory"):
+        build_app({"index": str(index_file), "shards": "2"})
+    with pytest.raises(ValueError, match="valid keys"):
+        build_app({"index": str(flat_dir), "shard": "2"})
+    assert main(["serve", "--index", str(flat_dir), "--shards", "2"]) == 2
+    assert "add --ray" in capsys.readouterr().err
+
+
 # ---- the fan-out's outage rule (no Ray: fake handles) ------------------------------------------------------------
 
 
