@@ -64,6 +64,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+SHARD_START_DELAY_ENV = "RETRIEVER_SERVER_TEST_SHARD_START_DELAY_S"
+"""Fault injection for tests: a shard replica waits this many seconds before loading (a slow restart, as of a large
+shard), set in the environment of the Ray workers."""
+
 MISSING_SCORE = -3.4028234663852886e38
 """The score faiss gives the padding of a top-k longer than the index (``-FLT_MAX``, row ``-1``)."""
 
@@ -281,8 +285,9 @@ class ShardedConfig:
     """CPUs reserved per ingress replica (HTTP, batching, merge, passage rendering)."""
     shard_retry_s: float = 20.0
     """How long an outage of a shard or the encoder is retried before requests get 503."""
-    shard_timeout_s: float = 120.0
-    """Longest wait for one call to a healthy shard or the encoder (a hung replica counts as an outage after it)."""
+    shard_timeout_s: float = 60.0
+    """Longest wait for one call to a shard or the encoder. Serve holds calls to a deployment whose replica died
+    until its replacement is up, so a restart shows as a wait; a wait longer than this counts as an outage."""
     health_check_period_s: float = 2.0
     """How often Serve checks the shard and encoder replicas (a replica that died is replaced after its check)."""
     reserve_memory: bool = True
@@ -345,7 +350,7 @@ class Fanout:
         shards: list[tuple[ShardSpec, Any]],
         *,
         retry_s: float = 20.0,
-        timeout_s: float = 120.0,
+        timeout_s: float = 60.0,
         retryable: Callable[[BaseException], bool] = _retryable,
     ):
         self.encoder = encoder
@@ -481,6 +486,7 @@ def deployment_classes() -> dict[str, type]:
 
         def __init__(self, spec: dict, gpu: bool = False, search_params: str | None = None):
             self.spec = ShardSpec(**spec)
+            time.sleep(float(os.environ.get(SHARD_START_DELAY_ENV, "0") or 0))
             t0 = time.perf_counter()
             self.backend = load_shard(self.spec, gpu=gpu, search_params=search_params)
             self.load_seconds = time.perf_counter() - t0

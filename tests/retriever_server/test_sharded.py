@@ -335,9 +335,36 @@ def test_fanout_does_not_retry_errors_of_the_search_itself():
 # ---- Ray Serve: the sharded app -------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module", autouse=True)
+def slow_shard_starts():
+    """Shard replicas of this module's Ray instance take 4 s to start (the environment Ray's workers inherit), so a
+    killed shard is away long enough for requests to meet the restart."""
+    import os
+
+    from retriever_server.sharded import SHARD_START_DELAY_ENV
+
+    before = os.environ.get(SHARD_START_DELAY_ENV)
+    os.environ[SHARD_START_DELAY_ENV] = "4"
+    yield
+    if before is None:
+        os.environ.pop(SHARD_START_DELAY_ENV)
+    else:
+        os.environ[SHARD_START_DELAY_ENV] = before
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "retry_s, timeout_s",
+    [
+        # Serve holds calls to a shard without replicas until its replacement is up: requests wait, then get the
+        # full answer
+        pytest.param(60, 60, id="restart-within-the-budget-every-answer-exact"),
+        # waits bounded at 1 s and outages at 0.3 s: clear 503s until the replacement is up
+        pytest.param(0.3, 1, id="restart-longer-than-the-budget-503s"),
+    ],
+)
 def test_ray_sharded_app_equals_unsharded_and_survives_a_shard_kill(
-    ray_cluster, tmp_path, index_dir, corpus_file, minilm_config, minilm_encoder, retriever, qa_rows
+    ray_cluster, tmp_path, index_dir, corpus_file, minilm_config, minilm_encoder, retriever, qa_rows, retry_s, timeout_s
 ):
     import concurrent.futures
     import os
@@ -361,7 +388,7 @@ def test_ray_sharded_app_equals_unsharded_and_survives_a_shard_kill(
         # strings, as `serve run retriever_server.ray_app:build_app key=value` passes them
         args = {"index": str(sharded_dir), "shards": "2", "num_threads": "1", "max_wait_ms": "10"}
         args |= {"cpus_per_shard": "0.25", "cpus_per_ingress": "0.25", "cpus_per_replica": "0.25"}
-        args |= {"shard_retry_s": "60", "health_check_period_s": "1"}
+        args |= {"shard_retry_s": str(retry_s), "shard_timeout_s": str(timeout_s), "health_check_period_s": "1"}
         serve.run(build_app(args), name="retriever", route_prefix="/")
         url = f"http://127.0.0.1:{port}"
         questions = [row["question"] for row in qa_rows[:16]]
@@ -415,12 +442,17 @@ def test_ray_sharded_app_equals_unsharded_and_survives_a_shard_kill(
                     stop = time.monotonic()
             for f in clients:
                 f.result()  # re-raises a wrong answer
-        after = [(ok, took) for t, ok, took in outcomes if t > killed_at]
+        after = [(ok, took) for t, ok, took in outcomes if t + took > killed_at]  # answered after the kill
         assert sum(ok for ok, _ in after) >= 8, "the service did not recover after the shard was killed"
         print(
             f"after the kill: {len(after)} requests, {sum(ok for ok, _ in after)} exact answers, "
             f"{sum(not ok for ok, _ in after)} 503s, slowest {max(took for _, took in after):.1f} s"
         )
+        unavailable = sum(not ok for ok, _ in after)
+        if retry_s >= 60:  # the restart (4 s) took less than the budget: requests waited and got exact answers
+            assert unavailable == 0 and max(took for _, took in after) > 2
+        else:  # the restart took longer than the budget: clear 503s (checked by `check`), then exact answers again
+            assert unavailable > 0
         new = shard1.info.remote().result(timeout_s=30)
         assert new["pid"] != old["pid"] and new["rows"] == [32, 68]  # Serve started a replacement replica
     finally:
