@@ -30,13 +30,14 @@ Decisions:
   (``shards=N``): each shard copies its rows out of ``embeddings.npy`` into an exact flat index, so nothing needs
   rebuilding. Other mismatches are refused with the rebuild command (``build --shards N`` on a complete build
   rebuilds only the index).
-- Failures: a shard (or encoder) call that fails because its replica died, is restarting or timed out is retried
-  with exponential backoff (100 ms doubling to 2 s) while the outage lasts less than ``shard_retry_s``; Ray Serve
-  replaces the dead replica meanwhile, and calls routed while no replica is up wait for the new one. Once the
-  outage is longer than that, every call makes one short attempt and then fails with :class:`ShardUnavailable`,
-  an HTTP 503 that names the shard and asks the client to retry; the first call that succeeds ends the outage. A
-  result is merged only when every shard answered, so a partial top-k is never returned. Errors raised by the
-  search itself (a bad query array) are not retried.
+- Failures: Serve replaces a replica that dies, and its router holds calls to a deployment without live replicas
+  until the replacement is up, so a restart normally shows as a wait. Each shard (or encoder) call waits at most
+  ``shard_timeout_s``; one that times out or fails because its replica died or is unreachable is retried with
+  exponential backoff (100 ms doubling to 2 s) while the outage is younger than ``shard_retry_s``. Once it is
+  older, every call makes one short attempt and then fails with :class:`ShardUnavailable`, an HTTP 503 that names
+  the shard and asks the client to retry; the first call that succeeds ends the outage. A result is merged only
+  when every shard answered, so a partial top-k is never returned. Errors raised by the search itself (a bad
+  query array) are not retried.
 """
 
 from __future__ import annotations
