@@ -16,6 +16,7 @@ module                   what it holds
 ``protocol``             the wire format: validation and response rendering
 ``app``                  the FastAPI app (``create_app``) and ``ServerConfig``
 ``ray_app``              the Ray Serve deployment and the ``build_app`` app builder
+``sharded``              sharded indexes: the merge, and the Ray Serve app of encoder + shard deployments
 ``cli``                  ``python -m retriever_server {build,serve,query}``
 =======================  =====================================================================================
 

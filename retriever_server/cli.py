@@ -3,9 +3,11 @@
 ::
 
     python -m retriever_server build --corpus wiki-18.jsonl --model intfloat/e5-base-v2 --out e5_index \\
-        [--index-type Flat|HNSW64|IVF4096,PQ64] [--batch-size 256] [--chunk-size 4096] [--max-passages N]
+        [--index-type Flat|HNSW64|IVF4096,PQ64] [--batch-size 256] [--chunk-size 4096] [--max-passages N] \\
+        [--shards N]
     python -m retriever_server serve --index e5_index [--host 127.0.0.1 --port 8000 --topk 3]
     python -m retriever_server serve --index e5_index --ray --replicas 2 --gpus-per-replica 1
+    python -m retriever_server serve --index e5_index_4shards --ray [--shards 4] --gpus-per-replica 1
     python -m retriever_server query --index e5_index "who wrote the salt clock" [--topk 3]
     python -m retriever_server query --url http://127.0.0.1:8000 "who wrote the salt clock"
     python -m retriever_server recall --index e5_index --queries dev.jsonl [--recall-k 3] [--search-params nprobe=64]
@@ -115,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--train-size", type=positive_int, default=262144, help="rows sampled to train IVF/PQ (default 262144)"
     )
+    b.add_argument(
+        "--shards",
+        type=positive_int,
+        default=1,
+        help="split the index into N faiss files over contiguous row ranges, for sharded serving (default 1)",
+    )
     b.add_argument("--overwrite", action="store_true", help="discard an existing build in --out instead of resuming")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     g = b.add_argument_group("recall report (optional; see retriever_server.recall)")
@@ -172,6 +180,20 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--gpus-per-replica", type=non_negative_float, default=0.0, help="GPUs per replica (default 0)")
     r.add_argument("--cpus-per-replica", type=non_negative_float, default=1.0, help="CPUs per replica (default 1)")
     r.add_argument("--max-ongoing-requests", type=positive_int, default=256, help="per replica (default 256)")
+    r.add_argument(
+        "--shards",
+        type=positive_int,
+        help="sharded app: one search deployment per shard (default: the index folder's shard count)",
+    )
+    r.add_argument("--cpus-per-shard", type=non_negative_float, default=1.0, help="CPUs per shard replica (default 1)")
+    r.add_argument("--gpus-per-shard", type=non_negative_float, default=0.0, help="GPUs per shard replica (default 0)")
+    r.add_argument("--shard-replicas", type=positive_int, default=1, help="replicas per shard (default 1)")
+    r.add_argument(
+        "--shard-retry-s",
+        type=non_negative_float,
+        default=20.0,
+        help="retry a restarting shard this long, then answer 503 (default 20)",
+    )
     r.add_argument("--ray-address", help="existing Ray cluster address (default: RAY_ADDRESS or a local instance)")
     _add_runtime_options(s)
     s.set_defaults(func=_cmd_serve)
@@ -237,6 +259,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         chunk_size=args.chunk_size,
         max_passages=args.max_passages,
         train_size=args.train_size,
+        shards=args.shards,
         overwrite=args.overwrite,
         progress=args.progress,
     )
@@ -315,6 +338,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
     if args.ray:
         from .ray_app import RayServeConfig, serve_forever
+        from .sharded import ShardedConfig
 
         ray_config = RayServeConfig(
             replicas=args.replicas,
@@ -322,8 +346,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             cpus_per_replica=args.cpus_per_replica,
             max_ongoing_requests=args.max_ongoing_requests,
         )
-        serve_forever(source, options, server, ray_config, ray_address=args.ray_address)
+        sharded = ShardedConfig(
+            shards=args.shards,
+            cpus_per_shard=args.cpus_per_shard,
+            gpus_per_shard=args.gpus_per_shard,
+            shard_replicas=args.shard_replicas,
+            shard_retry_s=args.shard_retry_s,
+        )
+        serve_forever(source, options, server, ray_config, ray_address=args.ray_address, sharded=sharded)
         return 0
+    if args.shards is not None:
+        print(
+            "--shards places shard deployments on Ray Serve; add --ray (a sharded folder serves without it).",
+            file=sys.stderr,
+        )
+        return 2
     from ._deps import require
     from .app import create_app
     from .http_guard import uvicorn_config

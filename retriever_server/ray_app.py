@@ -5,6 +5,8 @@ Three ways to run it:
 - CLI: ``python -m retriever_server serve --index DIR --ray --replicas 2 --gpus-per-replica 1``;
 - ``serve run retriever_server.ray_app:build_app index=DIR replicas=2`` (or an app entry in a ``serve deploy``
   config with ``import_path: retriever_server.ray_app:build_app`` and ``args: {index: DIR, ...}``);
+  ``shards=N`` (or an index folder built with ``--shards``) places the sharded app of
+  :mod:`retriever_server.sharded` instead: an ingress, an encoder deployment and one deployment per shard;
 - Python: ``serve.run(build_app({"index": DIR}))``.
 
 Each replica loads the retriever and mounts :func:`retriever_server.app.create_app` through
@@ -294,14 +296,19 @@ def build_app(args: dict[str, Any]):
                     data["backend"] = "faiss-gpu"
             else:
                 data.setdefault(target, value)
+    from .sharded import SHARDED_FIELDS, ShardedConfig, build_sharded_application, wants_sharding
+
     groups = (IndexSource, LoadOptions, ServerConfig, RayServeConfig)
-    valid = {f.name for cls in groups for f in fields(cls)}
+    valid = {f.name for cls in groups for f in fields(cls)} | SHARDED_FIELDS
     unknown = sorted(set(data) - valid)
     if unknown:
         raise ValueError(f"Unknown retriever_server option(s) {unknown}; valid keys: {sorted(valid | set(_ALIASES))}.")
     if "index" not in data:
         raise ValueError("build_app needs `index` (an index directory, or a faiss index file with corpus_path).")
     source, options, server, ray_config = (_coerce(cls, data) for cls in groups)
+    sharded = _coerce(ShardedConfig, data)
+    if wants_sharding(source, sharded):  # shards=N, or a folder built with --shards
+        return build_sharded_application(source, options, server, ray_config, sharded)
     return build_application(source, options, server, ray_config)
 
 
@@ -313,6 +320,7 @@ def serve_forever(
     *,
     ray_address: str | None = None,
     blocking: bool = True,
+    sharded: Any = None,
 ) -> None:
     """Start (or join) Ray, start Serve's HTTP proxy on ``server.host:server.port``, and deploy the app.
 
@@ -320,12 +328,20 @@ def serve_forever(
         ray_address: An existing cluster (``auto``, ``ray://...``); ``None`` joins ``RAY_ADDRESS`` or starts a local
             instance.
         blocking: Block until interrupted (the CLI); ``False`` returns after the deployment is ready.
+        sharded: A :class:`~retriever_server.sharded.ShardedConfig`: the sharded app when it asks for shards or the
+            index folder is sharded.
     """
+    from .sharded import ShardedConfig, build_sharded_application, wants_sharding
+
+    sharded = sharded or ShardedConfig()
     ray = require("ray", "Serving with Ray")
     serve = require("ray.serve", "Serving with Ray")
     if not ray.is_initialized():
         ray.init(address=ray_address)
     serve.start(http_options={"host": server.host, "port": server.port})
-    app = build_application(source, options, server, ray_config)
+    if wants_sharding(source, sharded):
+        app = build_sharded_application(source, options, server, ray_config, sharded)
+    else:
+        app = build_application(source, options, server, ray_config)
     logger.info("Deploying %s on http://%s:%d%s", ray_config.name, server.host, server.port, ray_config.route_prefix)
     serve.run(app, name=ray_config.name, route_prefix=ray_config.route_prefix, blocking=blocking)

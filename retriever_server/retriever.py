@@ -98,10 +98,19 @@ class Retriever:
         backend_name = resolve_backend(
             options.backend, index_type=meta["index_type"], has_embeddings=(root / EMBEDDINGS_FILE).is_file()
         )
-        backend = _load_backend(backend_name, root / INDEX_FILE, root, options)
+        if meta.get("shards", 1) > 1 and backend_name != "torch":  # every shard here, searched in turn and merged
+            from .sharded import ShardedBackend, plan_shards
+
+            backend = ShardedBackend.load(
+                plan_shards(root), gpu=backend_name == "faiss-gpu", search_params=options.search_params
+            )
+        else:
+            backend = _load_backend(backend_name, root / INDEX_FILE, root, options)
         store = CorpusStore.open(root / CORPUS_DIR)
         encoder = Encoder.load(enc_config)
         info = {"index": str(root), "index_type": meta["index_type"]}
+        if meta.get("shards", 1) > 1:
+            info["shards"] = meta["shards"]
         return cls(encoder, backend, store, info)
 
     @classmethod
