@@ -1,8 +1,8 @@
 """The HTTP app (FastAPI): ``POST /retrieve`` (Search-R1 wire format), ``POST /encode``, ``GET /health``.
 
 ``create_app(retriever, config)`` returns an ASGI app; run it with uvicorn (``python -m retriever_server serve``)
-or behind Ray Serve (:mod:`retriever_server.ray_app`, which passes its own ``service`` built on ``serve.batch``).
-The wire format and validation rules live in :mod:`retriever_server.protocol`; batching in
+or behind Ray Serve (:mod:`retriever_server.ray_app`, whose replicas run the same app and the same scheduler).
+The wire format and validation rules live in :mod:`retriever_server.protocol`; batching and scheduling in
 :mod:`retriever_server.batching`.
 
 Errors: invalid requests get 4xx JSON ``{"error": {"type", "message", "field"}}`` (also for unknown paths and
@@ -71,13 +71,10 @@ class ServerConfig:
     max_body_bytes: int = 32 << 20
     """Largest request body in bytes (larger → 413)."""
     batching: bool = True
-    """Merge concurrent requests into one encode + one search call (micro-batching)."""
+    """Merge concurrent requests into one encode + one search call (continuous micro-batching, never a fixed wait;
+    see :mod:`retriever_server.batching`)."""
     max_batch_size: int = 128
-    """Most queries per micro-batch."""
-    max_wait_ms: float = 20.0
-    """How long the oldest queued request may wait for others to join its batch (the cap on added latency)."""
-    arrival_gap_ms: float = 2.0
-    """Dispatch a batch early once no request has arrived for this long (0: always wait ``max_wait_ms``)."""
+    """Most queries per micro-batch; a larger request is split into micro-batches interleaved with other requests."""
     max_header_bytes: int = 16 << 10
     """Largest request line + headers in bytes (larger → 431, connection closed). 16 KiB, h11's default."""
     max_headers: int = 100
@@ -120,9 +117,6 @@ class ServerConfig:
         for name, flag in positive.items():
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} is {getattr(self, name)}; it must be greater than 0 ({flag}).")
-        for name, flag in {"max_wait_ms": "--max-wait-ms", "arrival_gap_ms": "--arrival-gap-ms"}.items():
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} is {getattr(self, name)}; it must be 0 or more ({flag}).")
         if not 1 <= self.default_topk <= self.max_topk:
             raise ValueError(
                 f"default_topk ({self.default_topk}) must be from 1 to max_topk ({self.max_topk}); fix --topk or "
@@ -148,8 +142,6 @@ def make_batcher(retriever: "Retriever", config: "ServerConfig") -> MicroBatcher
     return MicroBatcher(
         functools.partial(run_jobs, retriever),
         max_batch_size=config.max_batch_size,
-        max_wait_ms=config.max_wait_ms,
-        arrival_gap_ms=config.arrival_gap_ms,
         enabled=config.batching,
     )
 
@@ -163,7 +155,7 @@ def create_app(
         retriever: The loaded retriever (its store renders passages; its description feeds ``/health``).
         config: Server settings (defaults: :class:`ServerConfig`).
         service: What runs jobs; default: a :class:`~retriever_server.batching.MicroBatcher` over ``retriever``
-            (closed at app shutdown). Ray Serve passes its ``serve.batch``-based service.
+            (closed at app shutdown). The Ray Serve replica passes its own (a ``MicroBatcher`` too, plus replica stats).
 
     Returns:
         A FastAPI app with ``POST /retrieve``, ``POST /encode`` and ``GET /health``.

@@ -1,35 +1,39 @@
-"""Server-side micro-batching: concurrent requests merged into one encode + one search call.
+"""Server-side micro-batching: concurrent requests merged into one encode + one search call, scheduled fairly.
 
-Modern agent loops send one query per trajectory step, so a retrieval server sees many small concurrent requests.
-Encoding them one by one leaves the encoder at batch size 1 (on a 2-core CPU: ~25 ms per query, i.e. ~40 queries/s
-however many clients connect); merging them reaches the encoder's batched throughput.
+Agent loops send one query per trajectory step, so a retrieval server sees many small concurrent requests. Encoding
+them one by one leaves the encoder at batch size 1; merging them reaches its batched throughput.
 
-:class:`MicroBatcher` keeps a FIFO of pending :class:`Job` s. When the worker is free, its loop takes the oldest
-job and keeps adding queued jobs while the batch holds fewer than ``max_batch_size`` queries, until either
-``max_wait_ms`` have passed since the window opened (the oldest job's arrival or the end of the previous batch,
-whichever is later) or nothing happened for ``arrival_gap_ms`` (no new job, no batch end). A burst of requests
-(every client of a closed loop answering at once) is collected whole because its arrivals are closer together than
-the gap; a lone request waits only the gap. :func:`run_jobs` executes a batch in a single worker thread
-(``loop.run_in_executor``), so the event loop keeps accepting requests while the model runs, and the model is never
-called from two threads.
+:class:`MicroBatcher` runs batches in one worker thread and schedules them like this:
+
+- **No wait when idle.** A request that arrives while no batch runs is dispatched at once: the scheduler sets no
+  timer anywhere. Requests whose bytes arrived together are still merged, because the event loop hands all of them
+  to their handlers before the scheduler task runs.
+- **Continuous batching.** Requests that arrive while a batch runs wait in the queue and go out together the moment
+  the worker frees.
+- **Fair shares.** A batch holds at most ``max_batch_size`` queries, divided among the waiting requests by
+  water-filling: each gets an equal share, and what a small request does not use goes to the larger ones. A request
+  that needs more than its share is split into micro-batches (slices of its queries, in order) interleaved with the
+  others' work, and its slices' results are reassembled in order before it is answered. So a request never waits for
+  more than the batch running when it arrived, however large the requests around it; with more waiting requests
+  than ``max_batch_size``, the oldest go first, one query each.
+
+:func:`run_jobs` executes a batch (one encode call per text kind, one search call); ``loop.run_in_executor`` keeps
+the event loop accepting requests while the model runs, and the model is never called from two threads.
 
 Decisions:
 
-- ``max_batch_size`` counts queries, not requests. A request with more queries than that runs as its own batch
-  (it is never split; the encoder splits it into forward passes of its own batch size).
+- ``max_batch_size`` counts queries, not requests. A request's slices are ordinary jobs to :func:`run_jobs`, so
+  encode-only jobs (``POST /encode``) are split and reassembled the same way.
 - Jobs with different ``topk`` share one search with the largest ``k``; each job gets its first ``topk`` columns.
-  Encode-only jobs (``POST /encode``) ride in the same batches; query and passage texts are encoded separately
-  because their prefixes differ.
+  Query and passage texts are encoded separately because their prefixes differ.
 - Results are split back in job order and row order; a job never sees another job's rows. If a batch raises, each
-  of its jobs is re-run alone, so one failing job cannot fail its neighbours.
-- With batching disabled every job runs alone in the same single worker thread (what a synchronous server does).
-- Why the gap rule and the window opening at the batch end: with a fixed wait counted from the oldest arrival, closed
-  loop clients split into groups that alternate (jobs that arrived during a batch go out alone at once, while the
-  clients just answered are still sending): on a 2-core CPU, 16 clients ran as batches of 15 and 1, 64 clients as
-  halves, and the second group's HTTP work competed with the encoder's threads (``benchmarks/retriever_load.py``).
-- Defaults: ``arrival_gap_ms=2`` (a lone request pays 2 ms; bursts on a 2-core CPU arrive < 1 ms apart) and
-  ``max_wait_ms=20`` (taking in 64 requests took ~8 ms there, so 10 ms left little headroom; the cap only bites when
-  arrivals never pause).
+  of its slices is re-run alone, so one failing request cannot fail its neighbours; a request whose slice fails gets
+  that exception and its remaining slices are dropped.
+- No fixed wait and no arrival-gap rule: both only delayed requests. Under a closed loop of many clients the batches
+  can settle into groups that alternate (the clients answered by one batch send again while the next runs); the
+  benchmark (``benchmarks/retriever_vs_reference.py``) measures what that costs against the in-process bound.
+- With batching disabled every request runs alone and whole, first come first served, in the same worker thread
+  (what a synchronous server does).
 - Timestamps use ``time.perf_counter``: uvloop's ``loop.time()`` advances in whole milliseconds.
 """
 
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -124,11 +129,79 @@ class JobService(Protocol):
     def stats(self) -> dict[str, Any]: ...
 
 
-@dataclass
+def merge_results(parts: list[Any]) -> Any:
+    """Join the results of a split job's slices, in order (:class:`JobResult` s, or lists for plain batch functions).
+
+    Raises:
+        TypeError: The parts are neither; pass ``merge=`` to :class:`MicroBatcher` for other result types.
+    """
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    if isinstance(first, JobResult):
+        import numpy as np
+
+        def cat(name: str) -> np.ndarray | None:
+            arrays = [getattr(p, name) for p in parts]
+            return None if arrays[0] is None else np.concatenate(arrays)
+
+        return JobResult(cat("embeddings"), cat("scores"), cat("rows"))
+    if isinstance(first, list):
+        return [item for part in parts for item in part]
+    raise TypeError(f"cannot join split results of type {type(first).__name__}; pass merge= to MicroBatcher")
+
+
+def fair_shares(remaining: Sequence[int], capacity: int) -> list[int]:
+    """Split ``capacity`` queries among waiting jobs by water-filling, oldest first.
+
+    Every job gets an equal share; what a job does not need goes to the others. With more jobs than ``capacity`` the
+    oldest ``capacity`` jobs get one query each. A job with nothing left (an empty job) gets 0.
+
+    >>> fair_shares([1, 500], 8), fair_shares([3, 3, 3], 8), fair_shares([1] * 5, 3)
+    ([1, 7], [3, 3, 2], [1, 1, 1, 0, 0])
+    """
+    shares = [0] * len(remaining)
+    active = [i for i, n in enumerate(remaining) if n > 0]
+    left = capacity
+    while active and left > 0:
+        each = left // len(active)
+        if each == 0:  # fewer queries left than jobs: one each, oldest first
+            for i in active[:left]:
+                shares[i] += 1
+            break
+        still = []
+        for i in active:
+            give = min(each, remaining[i] - shares[i])
+            shares[i] += give
+            left -= give
+            if shares[i] < remaining[i]:
+                still.append(i)
+        active = still
+    return shares
+
+
+@dataclass(eq=False)
 class _Pending:
+    """A submitted job: its next undispatched query and the results of its slices so far."""
+
     job: Job
     future: asyncio.Future
     enqueued: float
+    base: int
+    """The scheduler's batch count at arrival, minus the batch then running (for ``max_batches_waited``)."""
+    next: int = 0
+    parts: list = field(default_factory=list)
+
+    @property
+    def remaining(self) -> int:
+        return len(self.job.queries) - self.next
+
+
+@dataclass
+class _Slice:
+    pending: _Pending
+    job: Job
+    last: bool
 
 
 @dataclass
@@ -137,54 +210,52 @@ class _Counters:
     queries: int = 0
     batches: int = 0
     largest_batch: int = 0
+    split_requests: int = 0
+    max_batches_waited: int = 0
     busy_seconds: float = 0.0
     compute_seconds: float = 0.0
+    longest_batch_seconds: float = 0.0
     errors: int = 0
 
 
 @dataclass
 class MicroBatcher:
-    """Merge concurrent jobs into batches run by ``run_batch`` in one worker thread.
+    """Run concurrent jobs as fair, continuous micro-batches of ``run_batch`` in one worker thread.
 
     Args:
-        run_batch: Blocking function running a list of jobs, e.g. ``functools.partial(run_jobs, retriever)``.
-        max_batch_size: Most queries per batch (one request larger than this runs alone).
-        max_wait_ms: How long the oldest queued job may wait for others to join its batch.
-        arrival_gap_ms: Dispatch before ``max_wait_ms`` once no job has arrived for this long (0: always wait the
-            full ``max_wait_ms``).
-        enabled: ``False`` runs every job alone (micro-batching off).
+        run_batch: Blocking function running a list of jobs, e.g. ``functools.partial(run_jobs, retriever)``; returns
+            one result per job.
+        max_batch_size: Most queries per batch; larger requests are split (see the module docstring).
+        enabled: ``False`` runs every job alone and whole, first come first served (micro-batching off).
+        merge: Joins a split job's slice results in order (default :func:`merge_results`).
 
     Example:
         >>> import asyncio
-        >>> batcher = MicroBatcher(lambda jobs: [len(j.queries) for j in jobs], max_batch_size=8)
+        >>> batcher = MicroBatcher(lambda jobs: [j.queries for j in jobs], max_batch_size=2)
         >>> async def main():
-        ...     return await asyncio.gather(batcher.submit(Job(["a"])), batcher.submit(Job(["b", "c"])))
+        ...     return await asyncio.gather(batcher.submit(Job(["a"])), batcher.submit(Job(["b", "c", "d"])))
         >>> asyncio.run(main())
-        [1, 2]
+        [['a'], ['b', 'c', 'd']]
     """
 
     run_batch: Callable[[list[Job]], list[Any]]
     max_batch_size: int = 128
-    max_wait_ms: float = 20.0
-    arrival_gap_ms: float = 2.0
     enabled: bool = True
+    merge: Callable[[list[Any]], Any] = merge_results
     _pending: collections.deque = field(default_factory=collections.deque, init=False, repr=False)
     _wakeup: asyncio.Event | None = field(default=None, init=False, repr=False)
     _task: asyncio.Task | None = field(default=None, init=False, repr=False)
     _executor: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
-    _last_arrival: float = field(default=0.0, init=False)
-    _last_batch_end: float = field(default=0.0, init=False)
-    _last_compute: float = field(default=0.0, init=False)
     _queued_queries: int = field(default=0, init=False)
     _in_flight: int = field(default=0, init=False)
+    _running: bool = field(default=False, init=False)
+    _started: int = field(default=0, init=False)
+    _last_compute: float = field(default=0.0, init=False)
     _counters: _Counters = field(default_factory=_Counters, init=False)
 
     def __post_init__(self) -> None:
-        if self.max_batch_size < 1 or self.max_wait_ms < 0 or self.arrival_gap_ms < 0:
-            raise ValueError(
-                "max_batch_size must be >= 1 and max_wait_ms, arrival_gap_ms >= 0 (got "
-                f"{self.max_batch_size}, {self.max_wait_ms}, {self.arrival_gap_ms})."
-            )
+        if self.max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1 (got {self.max_batch_size}).")
 
     async def submit(self, job: Job) -> Any:
         """Queue a job and wait for its result (re-raises the batch function's exception for this job)."""
@@ -192,8 +263,8 @@ class MicroBatcher:
         if self._task is None or self._task.done():
             self._start(loop)
         future = loop.create_future()
-        self._last_arrival = time.perf_counter()  # not loop.time(): uvloop's clock ticks in whole milliseconds
-        self._pending.append(_Pending(job, future, self._last_arrival))
+        base = self._started - (1 if self._running else 0)
+        self._pending.append(_Pending(job, future, time.perf_counter(), base))
         self._queued_queries += len(job.queries)
         self._counters.requests += 1
         self._counters.queries += len(job.queries)
@@ -209,62 +280,56 @@ class MicroBatcher:
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            if not self._pending:
+            batch = self._take_batch()
+            if not batch:  # idle: sleep until the next submit, then dispatch at once
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            if self.enabled:
-                # The window opens when the oldest job arrived or the worker became free, whichever is later:
-                # answering a batch is what makes closed-loop clients send their next requests.
-                opened = max(self._pending[0].enqueued, self._last_batch_end)
-                deadline = opened + self.max_wait_ms / 1000.0
-                gap = self.arrival_gap_ms / 1000.0
-                while self._queued_queries < self.max_batch_size:
-                    quiet_since = max(self._last_arrival, self._last_batch_end)
-                    until = min(deadline, quiet_since + gap) if gap > 0 else deadline
-                    remaining = until - time.perf_counter()
-                    if remaining <= 0:
-                        break
-                    self._wakeup.clear()
-                    try:
-                        await asyncio.wait_for(self._wakeup.wait(), remaining)
-                    except asyncio.TimeoutError:  # noqa: UP041 - a distinct class on Python 3.10
-                        break
-            batch = self._take_batch()
-            if batch:
-                t0 = time.perf_counter()
-                await self._run(batch, loop)
-                if logger.isEnabledFor(logging.DEBUG):
-                    times = [p.enqueued for p in batch]
-                    gaps = [b - a for a, b in zip(times, times[1:], strict=False)] or [0.0]
-                    logger.debug(
-                        "batch: %d jobs, %d queries, waited %.1f ms (largest arrival gap %.2f ms), computed %.1f ms, "
-                        "done after %.1f ms, %d queued meanwhile",
-                        len(batch),
-                        sum(len(p.job.queries) for p in batch),
-                        1000 * (t0 - times[0]),
-                        1000 * max(gaps),
-                        1000 * self._last_compute,
-                        1000 * (time.perf_counter() - t0),
-                        len(self._pending),
-                    )
+            t0 = time.perf_counter()
+            await self._run(batch, loop)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "batch: %d slices, %d queries, oldest waited %.1f ms, computed %.1f ms, done after %.1f ms, "
+                    "%d queries queued meanwhile",
+                    len(batch),
+                    sum(len(s.job.queries) for s in batch),
+                    1000 * (t0 - min(s.pending.enqueued for s in batch)),
+                    1000 * self._last_compute,
+                    1000 * (time.perf_counter() - t0),
+                    self._queued_queries,
+                )
 
-    def _take_batch(self) -> list[_Pending]:
-        batch: list[_Pending] = []
-        size = 0
-        while self._pending:
-            item = self._pending[0]
-            n = len(item.job.queries)
-            if batch and (not self.enabled or size + n > self.max_batch_size):
-                break
-            self._pending.popleft()
-            self._queued_queries -= n
-            if item.future.done():  # the client went away (cancelled) before its turn
+    def _take_batch(self) -> list[_Slice]:
+        """The next batch: fair shares of the waiting jobs (or the oldest job whole when batching is off)."""
+        live = []
+        for p in self._pending:
+            if p.future.done():  # the client went away, or an earlier slice failed
+                self._queued_queries -= p.remaining
+            else:
+                live.append(p)
+        if len(live) != len(self._pending):
+            self._pending = collections.deque(live)
+        if not live:
+            return []
+        if self.enabled:
+            shares = fair_shares([p.remaining for p in live], self.max_batch_size)
+        else:
+            shares = [live[0].remaining] + [0] * (len(live) - 1)
+        batch: list[_Slice] = []
+        for i, (p, n) in enumerate(zip(live, shares, strict=True)):
+            if n == 0 and not (p.remaining == 0 and (self.enabled or i == 0)):  # an empty job rides along
                 continue
-            batch.append(item)
-            size += n
-            if not self.enabled:
-                break
+            start, p.next = p.next, p.next + n
+            if start == 0:
+                waited = self._started - p.base
+                self._counters.max_batches_waited = max(self._counters.max_batches_waited, waited)
+                if p.next < len(p.job.queries):
+                    self._counters.split_requests += 1
+            whole = start == 0 and p.next == len(p.job.queries)
+            job = p.job if whole else dataclasses.replace(p.job, queries=p.job.queries[start : p.next])
+            batch.append(_Slice(p, job, last=p.remaining == 0))
+            self._queued_queries -= n
+        self._pending = collections.deque(p for p in self._pending if p.remaining > 0)
         return batch
 
     def _timed_run(self, jobs: list[Job]) -> list[Any]:
@@ -272,25 +337,27 @@ class MicroBatcher:
         try:
             return self.run_batch(jobs)
         finally:
-            self._counters.compute_seconds += time.perf_counter() - t0
             self._last_compute = time.perf_counter() - t0
+            self._counters.compute_seconds += self._last_compute
+            self._counters.longest_batch_seconds = max(self._counters.longest_batch_seconds, self._last_compute)
 
-    async def _run(self, batch: list[_Pending], loop: asyncio.AbstractEventLoop) -> None:
-        jobs = [p.job for p in batch]
+    async def _run(self, batch: list[_Slice], loop: asyncio.AbstractEventLoop) -> None:
+        jobs = [s.job for s in batch]
         size = sum(len(j.queries) for j in jobs)
-        self._in_flight = size
+        self._in_flight, self._running = size, True
+        self._started += 1
         t0 = time.perf_counter()
         try:
             results = await loop.run_in_executor(self._executor, self._timed_run, jobs)
         except asyncio.CancelledError:  # close() while this batch ran: its callers must not wait forever
-            for pending in batch:
-                if not pending.future.done():
-                    pending.future.set_exception(RuntimeError("the retriever server is shutting down"))
+            for s in batch:
+                if not s.pending.future.done():
+                    s.pending.future.set_exception(RuntimeError("the retriever server is shutting down"))
             raise
         except Exception as batch_error:
             if len(batch) == 1:
                 results = [batch_error]
-            else:  # isolate the failing job(s): re-run each job alone
+            else:  # isolate the failing job(s): re-run each slice alone
                 results = []
                 for job in jobs:
                     try:
@@ -298,24 +365,29 @@ class MicroBatcher:
                     except Exception as e:
                         results.append(e)
         finally:
-            self._in_flight = 0
+            self._in_flight, self._running = 0, False
         self._counters.batches += 1
         self._counters.largest_batch = max(self._counters.largest_batch, size)
         self._counters.busy_seconds += time.perf_counter() - t0
-        for pending, result in zip(batch, results, strict=True):
-            if pending.future.done():
+        for s, result in zip(batch, results, strict=True):
+            future = s.pending.future
+            if future.done():
                 continue
             if isinstance(result, Exception):
                 self._counters.errors += 1
                 logger.error("Retrieval job failed: %r", result, exc_info=result)
-                pending.future.set_exception(result)
-            else:
-                pending.future.set_result(result)
-        await asyncio.sleep(0)  # let the handlers just woken write their responses, then start the quiet clock
-        self._last_batch_end = time.perf_counter()
+                future.set_exception(result)  # its remaining slices are dropped at the next _take_batch
+                continue
+            s.pending.parts.append(result)
+            if s.last:
+                try:
+                    future.set_result(self.merge(s.pending.parts))
+                except Exception as e:
+                    self._counters.errors += 1
+                    future.set_exception(e)
 
     def stats(self) -> dict[str, Any]:
-        """Queue depth and batching counters (for ``GET /health``)."""
+        """Queue depth and scheduling counters (for ``GET /health``)."""
         c = self._counters
         return {
             "queue_depth": self._queued_queries,
@@ -323,8 +395,7 @@ class MicroBatcher:
             "batching": {
                 "enabled": self.enabled,
                 "max_batch_size": self.max_batch_size,
-                "max_wait_ms": self.max_wait_ms,
-                "arrival_gap_ms": self.arrival_gap_ms,
+                "scheduler": "continuous, fair shares" if self.enabled else "one request at a time",
             },
             "served": {
                 "requests": c.requests,
@@ -332,8 +403,11 @@ class MicroBatcher:
                 "batches": c.batches,
                 "mean_batch_queries": round(c.queries / c.batches, 2) if c.batches else 0.0,
                 "largest_batch_queries": c.largest_batch,
+                "split_requests": c.split_requests,
+                "max_batches_waited": c.max_batches_waited,
                 "busy_seconds": round(c.busy_seconds, 3),
                 "compute_seconds": round(c.compute_seconds, 3),
+                "longest_batch_seconds": round(c.longest_batch_seconds, 4),
                 "errors": c.errors,
             },
         }

@@ -150,16 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body-bytes", type=positive_int, default=32 << 20, help="largest request body (default 32 MiB)"
     )
     g.add_argument(
-        "--max-batch-size", type=positive_int, default=128, help="most queries per micro-batch (default 128)"
-    )
-    g.add_argument(
-        "--max-wait-ms", type=non_negative_float, default=20.0, help="longest micro-batch wait (ms, default 20)"
-    )
-    g.add_argument(
-        "--arrival-gap-ms",
-        type=non_negative_float,
-        default=2.0,
-        help="dispatch once nothing arrived for this long (default 2)",
+        "--max-batch-size",
+        type=positive_int,
+        default=128,
+        help="most queries per micro-batch; larger requests are split and interleaved (default 128)",
     )
     g.add_argument("--no-batching", dest="batching", action="store_false", help="run every request alone")
     g.add_argument("--access-log", action="store_true", help="uvicorn access log (off by default: it costs CPU)")
@@ -326,8 +320,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         batching=args.batching,
         max_batch_size=args.max_batch_size,
-        max_wait_ms=args.max_wait_ms,
-        arrival_gap_ms=args.arrival_gap_ms,
         max_header_bytes=args.max_header_bytes,
         max_headers=args.max_headers,
         header_timeout_s=args.header_timeout,

@@ -11,10 +11,10 @@ Three ways to run it:
 
 Each replica loads the retriever and mounts :func:`retriever_server.app.create_app` through
 ``@serve.ingress()`` + ``__serve_build_asgi_app__`` (the app is built inside the replica, so nothing heavy is
-pickled). Batching runs on an inner ``@serve.batch`` method whose batch size counts queries
-(``batch_size_fn``), and the blocking encode + search runs in one worker thread per replica, as
-:mod:`retriever_server.batching` does for the standalone server. ``serve.batch`` waits a fixed
-``max_wait_ms`` for a batch to fill; it has no arrival-gap rule, so ``arrival_gap_ms`` does not apply here.
+pickled). Each replica schedules its requests with the standalone server's
+:class:`~retriever_server.batching.MicroBatcher` (no wait when idle, continuous batching, large requests split into
+micro-batches interleaved with the others), running encode + search in one worker thread per replica; Ray Serve's
+``serve.batch`` is not used, since it waits a fixed time for every batch and cannot split a request.
 ``max_ongoing_requests`` defaults to 256 (Ray's default of 5 would cap every batch at 5 requests per replica).
 
 ``ray.serve`` is imported only inside these functions, so ``import retriever_server.ray_app`` stays light.
@@ -22,7 +22,6 @@ pickled). Batching runs on an inner ``@serve.batch`` method whose batch size cou
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import logging
@@ -33,8 +32,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ._deps import require
-from .app import ServerConfig
-from .batching import Job, JobResult, run_jobs
+from .app import ServerConfig, make_batcher
+from .batching import Job, JobResult
 from .retriever import LoadOptions
 
 logger = logging.getLogger(__name__)
@@ -107,35 +106,11 @@ def load_source(source: IndexSource, options: LoadOptions):
     return Retriever.from_searchr1_files(source.index, source.corpus_path, encoder, options)
 
 
-def run_isolated(retriever, jobs: list[Job]) -> list[JobResult | Exception]:
-    """:func:`~retriever_server.batching.run_jobs`, re-running jobs one by one if the batch fails.
-
-    Returns:
-        One result per job; a job that fails alone gets its exception object in place of a result.
-    """
-    try:
-        return run_jobs(retriever, jobs)
-    except Exception as batch_error:
-        if len(jobs) == 1:
-            return [batch_error]
-        out: list[JobResult | Exception] = []
-        for job in jobs:
-            try:
-                out.append(run_jobs(retriever, [job])[0])
-            except Exception as e:
-                out.append(e)
-        return out
-
-
 def _replica_name(serve) -> str:
     try:
         return str(serve.get_replica_context().replica_id)
     except Exception:  # outside a replica, or a Ray version without replica_id
         return "unknown"
-
-
-def _count_queries(jobs: list[Job]) -> int:
-    return sum(len(job.queries) for job in jobs)
 
 
 @functools.cache
@@ -145,64 +120,21 @@ def deployment_class() -> type:
 
     @serve.ingress()
     class RetrieverDeployment:
-        """One replica: a retriever, a ``serve.batch`` inner method, and the FastAPI app as ingress."""
+        """One replica: a retriever, its :class:`~retriever_server.batching.MicroBatcher`, and the FastAPI app."""
 
         def __init__(self, source: dict, options: dict, server: dict):
-            from concurrent.futures import ThreadPoolExecutor
-
             self.config = ServerConfig(**server)
             self.retriever = load_source(IndexSource(**source), LoadOptions(**options))
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-worker")
-            self._run_batch.set_max_batch_size(self.config.max_batch_size)
-            self._run_batch.set_batch_wait_timeout_s(self.config.max_wait_ms / 1000.0)
-            self._counters = {"requests": 0, "queries": 0, "batches": 0, "largest_batch_queries": 0, "errors": 0}
-            self._queued = 0
-
-        @serve.batch(max_batch_size=128, batch_wait_timeout_s=0.002, batch_size_fn=_count_queries)
-        async def _run_batch(self, jobs: list[Job]) -> list[JobResult | Exception]:
-            size = _count_queries(jobs)
-            self._counters["batches"] += 1
-            self._counters["largest_batch_queries"] = max(self._counters["largest_batch_queries"], size)
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, run_isolated, self.retriever, jobs)
+            self._batcher = make_batcher(self.retriever, self.config)
 
         async def submit(self, job: Job) -> JobResult:
             """The app's :class:`~retriever_server.batching.JobService` entry point."""
-            n = len(job.queries)
-            self._counters["requests"] += 1
-            self._counters["queries"] += n
-            self._queued += n
-            try:
-                if self.config.batching and n <= self.config.max_batch_size:
-                    result = await self._run_batch(job)
-                else:  # batching off, or one request larger than a batch: run it alone
-                    self._counters["batches"] += 1
-                    loop = asyncio.get_running_loop()
-                    result = (await loop.run_in_executor(self._executor, run_isolated, self.retriever, [job]))[0]
-            finally:
-                self._queued -= n
-            if isinstance(result, Exception):
-                self._counters["errors"] += 1
-                raise result
-            return result
+            return await self._batcher.submit(job)
 
         def stats(self) -> dict[str, Any]:
-            c = self._counters
-            return {
-                "queue_depth": self._queued,
-                "batching": {
-                    "enabled": self.config.batching,
-                    "max_batch_size": self.config.max_batch_size,
-                    "max_wait_ms": self.config.max_wait_ms,
-                    "arrival_gap_ms": None,  # serve.batch has a fixed wait only
-                    "implementation": "ray.serve.batch",
-                },
-                "served": {
-                    **c,
-                    "mean_batch_queries": round(c["queries"] / c["batches"], 2) if c["batches"] else 0.0,
-                },
-                "replica": _replica_name(serve),
-            }
+            stats = self._batcher.stats()
+            stats["batching"]["implementation"] = "retriever_server.batching.MicroBatcher"
+            return {**stats, "replica": _replica_name(serve)}
 
         def __serve_build_asgi_app__(self):
             from .app import create_app

@@ -70,7 +70,7 @@ class RetrieverServer:
     Args:
         index: A directory written by ``python -m retriever_server build`` (or :func:`fixture_index`), or an already
             loaded :class:`retriever_server.retriever.Retriever`.
-        **server_options: :class:`retriever_server.app.ServerConfig` fields (``default_topk``, ``max_wait_ms``...).
+        **server_options: :class:`retriever_server.app.ServerConfig` fields (``default_topk``, ``max_batch_size``...).
 
     Attributes:
         url: The ``/retrieve`` URL (what agent loops take as ``retriever_url``).

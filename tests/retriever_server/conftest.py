@@ -68,7 +68,7 @@ def retriever(index_dir, minilm_encoder):
 
 @pytest.fixture(scope="session")
 def server(retriever):
-    """The retriever behind the HTTP app, micro-batching on (a 5 ms arrival gap: httpx clients are slow to send)."""
+    """The retriever behind the HTTP app, micro-batching on."""
     from agentrag_verl.testing.retriever import RetrieverServer
 
     options = dict(
@@ -77,8 +77,6 @@ def server(retriever):
         max_queries_per_request=64,
         max_query_chars=512,
         max_body_bytes=1 << 16,
-        max_wait_ms=20,
-        arrival_gap_ms=5,
     )
     with RetrieverServer(retriever, **options) as running:
         yield running

@@ -1,8 +1,10 @@
-"""The micro-batcher and the batch runner, without a model: merging, limits, order, isolation, cancellation."""
+"""The micro-batcher and the batch runner, without a model: no wait when idle, continuous batching, fair shares,
+split requests (order, isolation), cancellation."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 
@@ -11,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retriever_server.batching import Job, MicroBatcher, run_jobs
+from retriever_server.batching import Job, MicroBatcher, fair_shares, run_jobs
 
 
 class Recorder:
@@ -34,7 +36,7 @@ class Recorder:
 
 async def test_concurrent_jobs_share_a_batch_and_get_their_own_answers():
     fake = Recorder()
-    batcher = MicroBatcher(fake, max_batch_size=64, max_wait_ms=20)
+    batcher = MicroBatcher(fake, max_batch_size=64)
     jobs = [Job([f"q{i}a", f"q{i}b"]) for i in range(10)]
     results = await asyncio.gather(*(batcher.submit(j) for j in jobs))
     assert results == [[f"Q{i}A", f"Q{i}B"] for i in range(10)]
@@ -44,64 +46,131 @@ async def test_concurrent_jobs_share_a_batch_and_get_their_own_answers():
     await batcher.close()
 
 
-async def test_max_batch_size_counts_queries_and_large_requests_run_alone():
+async def test_max_batch_size_counts_queries_and_shares_are_fair():
     fake = Recorder()
-    batcher = MicroBatcher(fake, max_batch_size=4, max_wait_ms=20)
+    batcher = MicroBatcher(fake, max_batch_size=4)
     sizes = [3, 2, 1, 9, 1]
-    await asyncio.gather(*(batcher.submit(Job([f"{n}-{k}" for k in range(n)])) for n in sizes))
-    batch_sizes = [[len(q) for q in b] for b in fake.batches]
-    assert batch_sizes == [[3], [2, 1], [9], [1]]  # never over 4 queries, except the 9-query request alone
+    jobs = [Job([f"{n}-{k}" for k in range(n)]) for n in sizes]
+    results = await asyncio.gather(*(batcher.submit(j) for j in jobs))
+    assert results == [[q.upper() for q in j.queries] for j in jobs]  # split jobs reassembled in order
+    # Five waiting jobs, four slots: the oldest four get one query each; then water-filling.
+    assert [[len(q) for q in b] for b in fake.batches] == [[1, 1, 1, 1], [1, 1, 1, 1], [1, 3], [4]]
+    assert batcher.stats()["served"]["split_requests"] == 3
     await batcher.close()
 
 
-async def test_a_lone_request_waits_only_the_arrival_gap():
-    fake = Recorder()
-    batcher = MicroBatcher(fake, max_batch_size=64, max_wait_ms=2000, arrival_gap_ms=5)
-    t0 = time.perf_counter()
-    await batcher.submit(Job(["alone"]))
-    assert time.perf_counter() - t0 < 1.0  # dispatched after the 5 ms gap, far below the 2 s max wait
+class Timers:
+    """Records every timer the event loop is asked to set (``call_at``; ``call_later`` and timeouts go through it)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.calls: list[float] = []
+        self._call_at = loop.call_at
+
+        def call_at(when, callback, *args, **kwargs):
+            self.calls.append(when - loop.time())
+            return self._call_at(when, callback, *args, **kwargs)
+
+        loop.call_at = call_at
+
+
+async def test_a_request_on_an_idle_server_is_dispatched_at_once():
+    starts: list[float] = []
+
+    def run_batch(jobs):
+        starts.append(time.perf_counter())
+        return [j.queries for j in jobs]
+
+    batcher = MicroBatcher(run_batch, max_batch_size=64)
+    await batcher.submit(Job(["warm-up"]))  # starts the scheduler task and the worker thread
+    timers = Timers(asyncio.get_running_loop())
+    delays = []
+    for i in range(20):
+        t0 = time.perf_counter()
+        assert await batcher.submit(Job([f"alone {i}"])) == [f"alone {i}"]
+        delays.append(starts[-1] - t0)
+        await asyncio.sleep(0)
+    assert timers.calls == []  # no wait of any length between submit and dispatch
+    assert sorted(delays)[len(delays) // 2] < 0.003  # queueing delay: a thread hand-off, no timer
+    assert batcher.stats()["served"]["max_batches_waited"] == 0
     await batcher.close()
 
 
-async def test_a_steady_stream_is_collected_until_max_wait():
+async def test_batching_disabled_runs_each_job_alone_and_whole():
     fake = Recorder()
-    batcher = MicroBatcher(fake, max_batch_size=1000, max_wait_ms=150, arrival_gap_ms=40)
-
-    async def stream():  # one request every 5 ms: always inside the 40 ms gap
-        tasks = []
-        for i in range(60):
-            tasks.append(asyncio.create_task(batcher.submit(Job([str(i)]))))
-            await asyncio.sleep(0.005)
-        return await asyncio.gather(*tasks)
-
-    await stream()
-    # The first batch closes at the 150 ms max wait (~30 arrivals at 5 ms), not at the gap; generous bounds for CI.
-    assert 8 <= len(fake.batches[0]) <= 50 and len(fake.batches) >= 2
-    await batcher.close()
-
-
-async def test_batching_disabled_runs_each_job_alone():
-    fake = Recorder()
-    batcher = MicroBatcher(fake, enabled=False)
-    await asyncio.gather(*(batcher.submit(Job([str(i)])) for i in range(5)))
-    assert [len(b) for b in fake.batches] == [1] * 5
+    batcher = MicroBatcher(fake, max_batch_size=2, enabled=False)
+    results = await asyncio.gather(*(batcher.submit(Job([str(i)] * (1 + i))) for i in range(5)))
+    assert [len(r) for r in results] == [1, 2, 3, 4, 5]
+    assert [[len(q) for q in b] for b in fake.batches] == [[1], [2], [3], [4], [5]]  # never split, never merged
     await batcher.close()
 
 
 async def test_jobs_arriving_while_a_batch_runs_form_the_next_batch():
+    spans: list[tuple[float, float]] = []
     fake = Recorder(delay=0.05)
-    batcher = MicroBatcher(fake, max_batch_size=100, max_wait_ms=1)
+
+    def run_batch(jobs):
+        t0 = time.perf_counter()
+        out = fake(jobs)
+        spans.append((t0, time.perf_counter()))
+        return out
+
+    batcher = MicroBatcher(run_batch, max_batch_size=100)
     first = asyncio.create_task(batcher.submit(Job(["first"])))
     await asyncio.sleep(0.01)  # the first batch is now running in the worker thread
     rest = [asyncio.create_task(batcher.submit(Job([f"r{i}"]))) for i in range(20)]
     await asyncio.gather(first, *rest)
     assert [len(b) for b in fake.batches] == [1, 20]
+    assert spans[1][0] - spans[0][1] < 0.02  # the next batch went out as the worker freed, without a wait
+    assert batcher.stats()["served"]["max_batches_waited"] == 1  # the batch running at their arrival
+    await batcher.close()
+
+
+async def test_a_maximal_request_delays_a_one_query_request_by_at_most_one_micro_batch():
+    delay = 0.04
+    spans: list[tuple[float, float, list[list[str]]]] = []
+
+    def run_batch(jobs):
+        t0 = time.perf_counter()
+        time.sleep(delay)
+        spans.append((t0, time.perf_counter(), [j.queries for j in jobs]))
+        return [[q.upper() for q in j.queries] for j in jobs]
+
+    batcher = MicroBatcher(run_batch, max_batch_size=8)
+    big = Job([f"big {i}" for i in range(96)])  # 12 micro-batches
+    big_task = asyncio.create_task(batcher.submit(big))
+    await asyncio.sleep(2.5 * delay)  # inside the big request's third micro-batch
+    t0 = time.perf_counter()
+    assert await batcher.submit(Job(["small"])) == ["SMALL"]
+    small_latency = time.perf_counter() - t0
+    assert await big_task == [q.upper() for q in big.queries]  # reassembled in order
+    (served_in,) = [i for i, span in enumerate(spans) if ["small"] in span[2]]
+    running_at_arrival = max(i for i, span in enumerate(spans) if span[0] <= t0)
+    assert served_in == running_at_arrival + 1  # the very next micro-batch
+    assert spans[served_in][2] == [[f"big {i}" for i in range(3 * 8, 3 * 8 + 7)], ["small"]]  # shared fairly
+    assert small_latency < 3 * delay  # the rest of one micro-batch, then its own; the whole request takes 12
+    assert batcher.stats()["served"]["max_batches_waited"] == 1
+    await batcher.close()
+
+
+async def test_split_jobs_keep_order_and_a_failing_slice_fails_only_its_job():
+    fake = Recorder(fail_on="bad-2")
+    batcher = MicroBatcher(fake, max_batch_size=4)
+    good = [Job([f"g{j}-{k}" for k in range(5 + j)]) for j in range(3)]
+    bad = Job([f"bad-{k}" for k in range(10)])  # fails in its third query
+    results = await asyncio.gather(
+        *(batcher.submit(j) for j in [good[0], bad, good[1], good[2]]), return_exceptions=True
+    )
+    assert isinstance(results[1], RuntimeError)
+    assert [results[0], results[2], results[3]] == [[q.upper() for q in j.queries] for j in good]
+    ran = [q for b in fake.batches for job in b for q in job]
+    assert "bad-9" not in ran  # the failed request's remaining slices were dropped
+    assert batcher.stats()["served"]["errors"] == 1
     await batcher.close()
 
 
 async def test_a_failing_job_does_not_fail_its_neighbours():
     fake = Recorder(fail_on="boom")
-    batcher = MicroBatcher(fake, max_batch_size=64, max_wait_ms=20)
+    batcher = MicroBatcher(fake, max_batch_size=64)
     results = await asyncio.gather(
         batcher.submit(Job(["ok1"])),
         batcher.submit(Job(["boom"])),
@@ -116,7 +185,7 @@ async def test_a_failing_job_does_not_fail_its_neighbours():
 
 async def test_cancelled_requests_are_skipped_and_close_fails_pending():
     fake = Recorder(delay=0.05)
-    batcher = MicroBatcher(fake, max_batch_size=1, max_wait_ms=0)
+    batcher = MicroBatcher(fake, max_batch_size=1)
     running = asyncio.create_task(batcher.submit(Job(["running"])))
     await asyncio.sleep(0.01)
     cancelled = asyncio.create_task(batcher.submit(Job(["cancelled"])))
@@ -125,12 +194,46 @@ async def test_cancelled_requests_are_skipped_and_close_fails_pending():
     cancelled.cancel()
     assert await running == ["RUNNING"] and await kept == ["KEPT"]
     assert ["cancelled"] not in [q for b in fake.batches for q in b]
+    assert batcher.stats()["queue_depth"] == 0
     late = asyncio.create_task(batcher.submit(Job(["late"] * 1)))
     await asyncio.sleep(0)
     fake.delay = 0.2
     await batcher.close()
     with pytest.raises((RuntimeError, asyncio.CancelledError)):
         await late
+
+
+async def test_split_encode_and_search_jobs_equal_running_them_whole():
+    fake = FakeRetriever()
+    batcher = MicroBatcher(functools.partial(run_jobs, fake), max_batch_size=3)
+    jobs = [
+        Job([f"passage {i}" for i in range(7)], None, "passage"),
+        Job([f"query {i}" for i in range(8)], 4),
+        Job(["one"], 2),
+        Job([f"enc {i}" for i in range(5)], None),
+    ]
+    results = await asyncio.gather(*(batcher.submit(j) for j in jobs))
+    assert batcher.stats()["served"]["split_requests"] == 3
+    for job, got in zip(jobs, results, strict=True):
+        alone = run_jobs(FakeRetriever(), [job])[0]
+        np.testing.assert_allclose(got.embeddings, alone.embeddings, rtol=1e-6)
+        if job.topk is None:
+            assert got.rows is None and got.scores is None
+        else:
+            np.testing.assert_array_equal(got.rows, alone.rows)
+            np.testing.assert_allclose(got.scores, alone.scores, rtol=1e-6)
+    await batcher.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(remaining=st.lists(st.integers(0, 50), max_size=12), capacity=st.integers(1, 40))
+def test_fair_shares_fill_the_batch_max_min_fairly(remaining, capacity):
+    shares = fair_shares(remaining, capacity)
+    assert all(0 <= s <= r for s, r in zip(shares, remaining, strict=True))
+    assert sum(shares) == min(capacity, sum(remaining))
+    for s, r in zip(shares, remaining, strict=True):
+        if s < r:  # held back: nobody got more than one query more than it
+            assert all(t <= s + 1 for t in shares), shares
 
 
 def test_invalid_settings():

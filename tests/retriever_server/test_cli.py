@@ -158,7 +158,7 @@ def test_build_bad_corpus_rows_name_file_and_line(tmp_path, tiny_bert_dir, line,
         (["--topk", "0"], "argument --topk: 0 is not a whole number of at least 1"),
         (["--max-body-bytes", "-1"], "argument --max-body-bytes"),
         (["--header-timeout", "0"], "argument --header-timeout: 0 is not a number greater than 0"),
-        (["--max-wait-ms", "-2"], "argument --max-wait-ms"),
+        (["--max-batch-size", "0"], "argument --max-batch-size"),
         (["--replicas", "0"], "argument --replicas"),
     ],
 )
