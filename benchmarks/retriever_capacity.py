@@ -27,6 +27,7 @@ import json
 import math
 import os
 import platform
+import re
 import time
 from pathlib import Path
 
@@ -117,25 +118,38 @@ def measure(
     }
 
 
+def kind(factory: str) -> str:
+    """The design without its IVF list count (``IVF2048,PQ96`` -> ``IVF,PQ96``)."""
+    return re.sub(r"IVF\d+", "IVF", factory)
+
+
+def nlist_of(factory: str) -> int:
+    return int(re.search(r"IVF(\d+)", factory).group(1))
+
+
 def wiki18_rows(rows: list[dict], sizes: list[int]) -> list[dict]:
     """Per-shard memory for wiki-18 from the two largest measured sizes at 768-d: fixed part + bytes per vector."""
     if len(sizes) < 2:
         return []
     n1, n2 = sorted(sizes)[-2:]
-    by_key = {(r["index_type"], r["search_params"], r["passages"]): r for r in rows if r["dim"] == WIKI18_DIM}
+    # the IVF list count grows with n, so the same design has another factory string at each size
+    by_key = {(kind(r["index_type"]), r["search_params"], r["passages"]): r for r in rows if r["dim"] == WIKI18_DIM}
     nlist_21m = 1 << round(math.log2(4 * math.sqrt(WIKI18_PASSAGES)))
     out = []
-    for (factory, params, n), big in by_key.items():
-        small = by_key.get((factory, params, n1))
+    for (design, params, n), big in by_key.items():
+        small = by_key.get((design, params, n1))
         if n != n2 or small is None:
             continue
+        factory = big["index_type"]
         per_vector = (big["index_bytes"] - small["index_bytes"]) / (n2 - n1)
         fixed = max(0.0, big["index_bytes"] - per_vector * n2)
         if factory.startswith("IVF"):  # the coarse quantizer grows with nlist (~4 sqrt(n) lists at 21M)
-            fixed *= nlist_21m / int(factory[3:].split(",")[0])
+            fixed *= nlist_21m / nlist_of(factory)
         out.append(
             {
-                "index_type": factory,
+                "index_type": factory.replace(f"IVF{nlist_of(factory)}", f"IVF{nlist_21m}")
+                if "IVF" in factory
+                else factory,
                 "search_params": params,
                 "bytes_per_vector": round(per_vector, 1),
                 "shard_gib": {k: round((fixed + per_vector * WIKI18_PASSAGES / k) / 2**30, 2) for k in (1, 2, 4, 8)},
