@@ -386,7 +386,7 @@ def test_ray_sharded_app_equals_unsharded_and_survives_a_shard_kill(
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
         # strings, as `serve run retriever_server.ray_app:build_app key=value` passes them
-        args = {"index": str(sharded_dir), "shards": "2", "num_threads": "1", "max_wait_ms": "10"}
+        args = {"index": str(sharded_dir), "shards": "2", "num_threads": "1"}
         args |= {"cpus_per_shard": "0.25", "cpus_per_ingress": "0.25", "cpus_per_replica": "0.25"}
         args |= {"shard_retry_s": str(retry_s), "shard_timeout_s": str(timeout_s), "health_check_period_s": "1"}
         serve.run(build_app(args), name="retriever", route_prefix="/")
