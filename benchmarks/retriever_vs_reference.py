@@ -1,4 +1,4 @@
-"""Our retriever server against the Search-R1 reference server, side by side in one run (issue 19's table).
+"""Our retriever server against the Search-R1 reference server, side by side in one run.
 
 The reference is Search-R1's ``search_r1/search/retrieval_server.py`` from the user's own checkout (``--reference
 PATH``); nothing of it is copied here. It is started as a subprocess with its own command line (``--index_path``,
@@ -24,7 +24,7 @@ steady state). Also measured: the in-process bound (one encode + search call of 
 HTTP), right before each of our 64-client runs, and whether both servers return the same ranked top-3 for 256
 queries.
 
-Printed checks (issue 19): at every load ours has at least the reference's q/s and at most its p50; at 64 clients
+Printed checks (the targets): at every load ours has at least the reference's q/s and at most its p50; at 64 clients
 ours reaches >= 10x the reference and >= 0.9x the in-process bound. A failed check is printed as FAIL with its
 figures; the exit code is 0 either way (``--strict`` makes it 1).
 
