@@ -165,16 +165,23 @@ class Retriever:
     def describe(self) -> dict[str, Any]:
         """Fields for ``GET /health``."""
         return {
-            **self.info,
-            "index_size": len(self.store),
-            "dim": self.encoder.dim,
-            "model": self.encoder.config.model,
-            "pooling": self.encoder.config.pooling,
-            "device": self.encoder.device,
-            "encoder_dtype": self.encoder.dtype_name,
+            **health_fields(self.info, self.store, self.encoder),
             "backend": self.backend.name,
             "search_device": self.backend.device,
         }
+
+
+def health_fields(info: dict[str, Any], store: Any, encoder: Any) -> dict[str, Any]:
+    """The ``GET /health`` fields every retriever reports: its info, the index size and the encoder's settings."""
+    return {
+        **info,
+        "index_size": len(store),
+        "dim": encoder.dim,
+        "model": encoder.config.model,
+        "pooling": encoder.config.pooling,
+        "device": encoder.device,
+        "encoder_dtype": encoder.dtype_name,
+    }
 
 
 def _load_backend(name: str, index_file: Path, index_root: Path, options: LoadOptions) -> SearchBackend:

@@ -455,15 +455,9 @@ class RemoteRetriever:
         return self.fanout.search(embeddings, k)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            **self.info,
-            "index_size": len(self.store),
-            "dim": self.encoder.dim,
-            "model": self.encoder.config.model,
-            "pooling": self.encoder.config.pooling,
-            "device": self.encoder.device,
-            "encoder_dtype": self.encoder.dtype_name,
-        }
+        from .retriever import health_fields
+
+        return health_fields(self.info, self.store, self.encoder)
 
 
 def _omp_threads() -> int:
