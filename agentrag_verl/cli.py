@@ -18,11 +18,11 @@ COMMAND_MODULES = [
     "agentrag_verl.doctor",
     "agentrag_verl.local_cpu.train_local",
     "agentrag_verl.data.cli",
-    "agentrag_verl.planners.cli",
+    "agentrag_verl.methods.searchp1.planners.cli",
     "agentrag_verl.eval.cli",
     "agentrag_verl.warmstart.cli",
     "agentrag_verl.warmstart.sft_local",
-    "agentrag_verl.reasonrag.cli",
+    "agentrag_verl.methods.reasonrag.cli",
 ]
 
 

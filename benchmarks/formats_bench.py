@@ -18,7 +18,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from agentrag_verl.formats import Step, Trajectory, available_formats, get_format, searchr1
+from agentrag_verl.formats import Step, Trajectory, available_formats, get_format
+from agentrag_verl.methods.searchr1 import grammar as searchr1
 
 _VOCAB = (
     "the of and in to was is for on as by with he at from his an were are which this also be has or had first one "

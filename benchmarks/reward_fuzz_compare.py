@@ -273,7 +273,7 @@ def _round(value: Any) -> Any:
 async def score_all(embedding_url: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
-    from agentrag_verl.rewards import managers
+    from agentrag_verl.registry import reward_manager_class
 
     kwargs = {
         "multistage": {"embedding": {"kind": "retriever", "url": embedding_url}},
@@ -284,7 +284,7 @@ async def score_all(embedding_url: str) -> dict[str, Any]:
     built = {}
     for name in MANAGERS:
         config = OmegaConf.create({"reward": {"reward_kwargs": kwargs.get(name, {})}})
-        manager = managers.MANAGERS[name](config=config, tokenizer=CharTokenizer())
+        manager = reward_manager_class(name)(config=config, tokenizer=CharTokenizer())
 
         async def provider(*_: Any) -> Any:
             return judge

@@ -2,7 +2,7 @@
 
 - :class:`~agentrag_verl.agent_loops.search_agent_loop.SearchAgentLoop`: the tag formats (searchr1, autosearch,
   hiprag, multistage, searchp1), driven by each format's :class:`~agentrag_verl.formats.ActionSpec`.
-- :class:`~agentrag_verl.agent_loops.reasonrag_agent_loop.ReasonRAGAgentLoop`: ReasonRAG's staged workflow.
+- :class:`~agentrag_verl.methods.reasonrag.agent_loop.ReasonRAGAgentLoop`: ReasonRAG's staged workflow.
 - :mod:`~agentrag_verl.agent_loops.fields`: the ``extra_fields`` keys every sample carries (read by rewards).
 - :mod:`~agentrag_verl.agent_loops.openai_client`: run the same loops against an OpenAI-compatible completions
   server outside training.

@@ -29,7 +29,7 @@ TruncationSide = Literal["left", "right", "middle"]
 @dataclass(frozen=True)
 class SearchLoopConfig:
     """Options of :class:`~agentrag_verl.agent_loops.search_agent_loop.SearchAgentLoop` and
-    :class:`~agentrag_verl.agent_loops.reasonrag_agent_loop.ReasonRAGAgentLoop`."""
+    :class:`~agentrag_verl.methods.reasonrag.agent_loop.ReasonRAGAgentLoop`."""
 
     format: str = "searchr1"
     """Trajectory format (:func:`agentrag_verl.formats.get_format`): searchr1, autosearch, hiprag, multistage,

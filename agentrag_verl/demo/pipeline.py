@@ -431,7 +431,7 @@ def grpo_stage(
     cmd = [
         sys.executable, "-m", "agentrag_verl", "train-local", f"--work-dir={work}", "--quiet",
         f"--model={sft_model}", f"--format={settings.format}", f"--agent-loop-config={AGENT_LOOP_CONFIG}",
-        f"--agent-name={settings.format}_agent", "--reward-module=pkg://agentrag_verl.rewards.managers",
+        f"--agent-name={settings.format}_agent", "--reward-module=pkg://agentrag_verl.methods.hiprag.manager",
         "--reward-name=HipragRewardManager", f"--train-files={train}", f"--val-files={val}",
         f"--steps={settings.grpo_steps}", f"--batch-size={settings.grpo_batch_size}",
         f"--rollout-n={settings.grpo_rollout_n}", f"--response-length={settings.response_length}",

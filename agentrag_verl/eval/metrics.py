@@ -9,7 +9,8 @@ Per question (:func:`question_metrics`), from the model's response and the agent
 - ``n_search``: retrieval steps (RC / search depth SD): the search actions the environment answered with an
   observation, an empty query included, counted by :mod:`agentrag_verl.agent_loops.steps` as the AutoSearch reward
   counts them (without step records: ``agentrag_num_searches``, else the parse);
-- AutoSearch ``t_c`` (Eq. 6, :func:`agentrag_verl.rewards.autosearch.optimal_depth`) and ``autosearch_over_search``
+- AutoSearch ``t_c`` (Eq. 6, :func:`agentrag_verl.methods.autosearch.reward.optimal_depth`) and
+``autosearch_over_search``
   (the question was answered correctly by an intermediate answer before the final search step), over the same
   retrieval steps, for the ``autosearch`` format (whose loop writes intermediate answers) and any run that produced
   intermediate answers.
@@ -86,7 +87,7 @@ def autosearch_over_search(intermediate_em: Sequence[float | bool]) -> tuple[int
     >>> autosearch_over_search([0, 0, 1]), autosearch_over_search([])
     ((3, False), (-1, False))
     """
-    from agentrag_verl.rewards.autosearch import optimal_depth
+    from agentrag_verl.methods.autosearch.reward import optimal_depth
 
     t_c = optimal_depth(intermediate_em)
     return t_c, 0 < t_c < len(intermediate_em)

@@ -29,7 +29,8 @@ DESIGN_FORMATS: dict[str, tuple[str, ...]] = {
     "multistage": ("multistage",),
     "searchp1": ("searchp1",),
 }
-"""Reward design (``agentrag_verl.rewards.managers.MANAGERS`` name) -> the formats whose trajectories it scores."""
+"""Reward design (``reward.reward_manager.name``, :func:`agentrag_verl.registry.reward_manager_names`) -> the formats
+whose trajectories it scores."""
 
 JUDGED_DESIGNS = ("hiprag", "searchp1")
 """Designs that cannot be computed without a judge endpoint."""
@@ -102,7 +103,7 @@ class RewardScorer:
     ) -> None:
         from omegaconf import OmegaConf
 
-        from agentrag_verl.rewards.managers import MANAGERS
+        from agentrag_verl.registry import reward_manager_class
 
         unknown = [d for d in designs if d not in DESIGN_FORMATS]
         if unknown:
@@ -120,7 +121,7 @@ class RewardScorer:
             kwargs = self.default_kwargs(design, judge, retriever_root)
             kwargs.update(overrides.get(design, {}))
             config = OmegaConf.create({"reward": {"reward_kwargs": kwargs}})
-            self.managers[design] = MANAGERS[design](config=config, tokenizer=tokenizer)
+            self.managers[design] = reward_manager_class(design)(config=config, tokenizer=tokenizer)
 
     @staticmethod
     def default_kwargs(design: str, judge: Mapping[str, Any] | None, retriever_root: str | None) -> dict[str, Any]:

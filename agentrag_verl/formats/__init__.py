@@ -1,18 +1,20 @@
-"""Trajectory grammars: one module per paper's output format (parse, structure check, prompts, action spec).
+"""Trajectory grammars: the shared :class:`Format` machinery and the registry every later piece looks grammars up in.
 
-Every later piece (agent loops, rewards, evaluation) reads trajectories through these modules:
+Each method defines its grammar in ``agentrag_verl/methods/<paper>/grammar.py`` (parse, structure check, prompts,
+action spec) and registers it when its package is imported; :func:`get_format` discovers the methods on the first
+lookup (:mod:`agentrag_verl.registry`), so this package imports none of them:
 
 =============  ===================================================  ==========================================
-name           module                                               ``check_format`` returns
+name           grammar                                              ``check_format`` returns
 =============  ===================================================  ==========================================
-``searchr1``   :mod:`~agentrag_verl.formats.searchr1` (+AutoSearch)  ``bool``; AutoSearch: ``step_validity``
-``hiprag``     :mod:`~agentrag_verl.formats.hiprag`                  ``(F, N)``, Algorithms 2-3
-``multistage`` :mod:`~agentrag_verl.formats.multistage`              ``bool`` (the two structures)
-``reasonrag``  :mod:`~agentrag_verl.formats.reasonrag`               ``bool`` (staged transcript)
-``searchp1``   :mod:`~agentrag_verl.formats.searchp1`                ``FormatLevel`` (Algorithm 3)
+``searchr1``   ``methods/searchr1/grammar.py`` (+AutoSearch)        ``bool``; AutoSearch: ``step_validity``
+``hiprag``     ``methods/hiprag/grammar.py``                        ``(F, N)``, Algorithms 2-3
+``multistage`` ``methods/multistage/grammar.py``                    ``bool`` (the two structures)
+``reasonrag``  ``methods/reasonrag/grammar.py``                     ``bool`` (staged transcript)
+``searchp1``   ``methods/searchp1/grammar.py``                      ``FormatLevel`` (Algorithm 3)
 =============  ===================================================  ==========================================
 
-``autosearch`` is an alias of ``searchr1``. Use :func:`get_format`:
+``autosearch`` is an alias of ``searchr1`` (registered by ``methods/autosearch``). Use :func:`get_format`:
 
 >>> fmt = get_format("hiprag")
 >>> fmt.check_format("<think><step><reasoning>r</reasoning><conclusion>c</conclusion></step></think><answer>a</answer>")
@@ -23,13 +25,14 @@ name           module                                               ``check_form
 
 from __future__ import annotations
 
-from . import hiprag, multistage, reasonrag, searchp1, searchr1
-from .base import Action, ActionSpec, Format, PromptTemplate, Step, Trajectory, format_docs
+from agentrag_verl.formats.base import Action, ActionSpec, Format, PromptTemplate, Step, Trajectory, format_docs
+from agentrag_verl.registry import load_methods
 
 __all__ = [
     "get_format",
     "available_formats",
     "register_format",
+    "register_alias",
     "Format",
     "Trajectory",
     "Step",
@@ -39,8 +42,8 @@ __all__ = [
     "format_docs",
 ]
 
-_FORMATS: dict[str, Format] = {m.FORMAT.name: m.FORMAT for m in (searchr1, hiprag, multistage, reasonrag, searchp1)}
-_ALIASES = {"autosearch": "searchr1"}
+_FORMATS: dict[str, Format] = {}
+_ALIASES: dict[str, str] = {}
 
 
 def available_formats() -> list[str]:
@@ -49,6 +52,7 @@ def available_formats() -> list[str]:
     >>> available_formats()
     ['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1']
     """
+    load_methods()
     return list(_FORMATS)
 
 
@@ -61,11 +65,26 @@ def register_format(fmt: Format, *, replace: bool = False) -> Format:
     Raises:
         ValueError: The name is taken (by a built-in format or an alias) and ``replace`` is false.
     """
+    load_methods()
     key = str(fmt.name).strip().lower()
     if not replace and (key in _FORMATS or key in _ALIASES):
         raise ValueError(f"Trajectory format {key!r} is already registered; pick another name or pass replace=True.")
     _FORMATS[key] = fmt
     return fmt
+
+
+def register_alias(alias: str, name: str) -> None:
+    """Make ``alias`` another name of the registered format ``name`` (excluded from :func:`available_formats`).
+
+    Raises:
+        ValueError: ``alias`` is taken by a format, or ``name`` is not registered.
+    """
+    key, target = str(alias).strip().lower(), str(name).strip().lower()
+    if key in _FORMATS:
+        raise ValueError(f"Trajectory format {key!r} is already registered; pick another alias.")
+    if target not in _FORMATS:
+        raise ValueError(f"Cannot alias {key!r} to {target!r}: no such format is registered.")
+    _ALIASES[key] = target
 
 
 def get_format(name: str) -> Format:
@@ -75,6 +94,8 @@ def get_format(name: str) -> Format:
         ValueError: If ``name`` is unknown; the message lists the valid names.
     """
     key = str(name).strip().lower()
+    if _ALIASES.get(key, key) not in _FORMATS:
+        load_methods()
     key = _ALIASES.get(key, key)
     try:
         return _FORMATS[key]

@@ -1,6 +1,7 @@
 """Shared pieces of the trajectory grammars: data model, action spec, prompt templates and a tag lexer.
 
-Every format module (:mod:`~agentrag_verl.formats.hiprag`, :mod:`~agentrag_verl.formats.searchr1`, ...) builds
+Every format module (:mod:`~agentrag_verl.methods.hiprag.grammar`, :mod:`~agentrag_verl.methods.searchr1.grammar`, ...)
+builds
 on these:
 
 - :class:`Trajectory` / :class:`Step`: what ``parse`` returns. Field values are the *stripped* contents of the
@@ -346,7 +347,7 @@ class Format:
         paper: The paper (and figures/algorithms) the grammar comes from.
         parse: ``parse(response) -> Trajectory``; lenient, never raises.
         check_format: The paper's structure rule; its return type is the paper's (HiPRAG: ``(F, N)``;
-            Search-P1: :class:`~agentrag_verl.formats.searchp1.FormatLevel`; others: ``bool``).
+            Search-P1: :class:`~agentrag_verl.methods.searchp1.grammar.FormatLevel`; others: ``bool``).
         is_valid: ``is_valid(response) -> bool``, the uniform view used for format-compliance rates.
         render: ``render(trajectory) -> str``, canonical text that ``parse`` maps back to the same content.
         action_spec: Rollout description.

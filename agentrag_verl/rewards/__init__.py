@@ -1,24 +1,10 @@
-"""Rewards of the five papers and Search-R1: pure reward functions and thin verl reward managers.
+"""The composition core of every reward: the trajectory record, reward parts, and the verl reward-manager base.
 
-One module per paper, pure functions of plain values (no verl, no torch):
+- :mod:`agentrag_verl.rewards.record`: the one trajectory record every reward, the eval and the loops read.
+- :mod:`agentrag_verl.rewards.parts`: :class:`~agentrag_verl.rewards.parts.Reward` and the shared parts.
+- :mod:`agentrag_verl.rewards.managers`: the verl adapters (the composed manager, the per-step agent-loop manager).
+- :mod:`agentrag_verl.rewards.registration`: registers the methods' managers in verl's reward-manager registry.
 
-==================  ======================================================================================
-module              implements
-==================  ======================================================================================
-``searchr1``        Search-R1 v0.1 EM and v0.3 outcome + format (SPEC §6)
-``hiprag``          HiPRAG Eq. 1 hierarchical process reward (SPEC §1)
-``multistage``      "Learning When to Search" staged answer reward, Eq. 7-9 search reward, format (SPEC §2)
-``searchp1``        Search-P1 Eq. 4, 6-8 / Algorithm 3 path-centric reward (SPEC §4)
-``autosearch``      AutoSearch Eq. 1, 2, 6, 7, 9 per-step rewards (SPEC §5)
-==================  ======================================================================================
-
-Composable reward parts over one trajectory record (:mod:`agentrag_verl.rewards.record`) live in
-:mod:`agentrag_verl.rewards.parts`: they read the record and call these functions, and every reward manager is a
-composition of them (``docs/extending.md``). The verl adapters (reward managers, the generic
-:class:`~agentrag_verl.rewards.managers.composed.ComposedRewardManager` and the per-step agent-loop manager) live in
-:mod:`agentrag_verl.rewards.managers` and import verl only there.
+Each paper's equations, parts and manager live in its folder, ``agentrag_verl/methods/<paper>/`` (``reward.py``,
+``parts.py``, ``manager.py``); this package imports none of them. Importing it imports neither verl nor torch.
 """
-
-from . import autosearch, hiprag, multistage, searchp1, searchr1
-
-__all__ = ["autosearch", "hiprag", "multistage", "searchp1", "searchr1"]

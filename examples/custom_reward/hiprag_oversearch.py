@@ -26,6 +26,9 @@ Use it (``config/hiprag_oversearch_gae.yaml`` sets all of this)::
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentrag_verl.methods.autosearch.parts import AutoSearchEfficiency, AutoSearchSteps, over_search_penalty
+from agentrag_verl.methods.hiprag.parts import HipragProcessBonus, HipragStepOptimality
+from agentrag_verl.methods.searchr1.parts import OutcomeFormat
 from agentrag_verl.rewards import parts as P
 from agentrag_verl.rewards.managers.composed import ComposedRewardManager, RewardOptions
 
@@ -56,13 +59,13 @@ class HipragOverSearchRewardManager(ComposedRewardManager):
     def build_reward(self, o: HipragOverSearchOptions) -> P.Reward:
         answer = P.AnswerMetrics("hiprag", metric="cem")
         fmt = P.FormatCheck("hiprag")
-        judged_steps = P.HipragStepOptimality("hiprag", judge=o.judge)
-        search_steps = P.AutoSearchSteps("hiprag")
+        judged_steps = HipragStepOptimality("hiprag", judge=o.judge)
+        search_steps = AutoSearchSteps("hiprag")
         return P.Reward(
             terms=[
-                P.OutcomeFormat(answer, fmt, o.lambda_f),
-                P.HipragProcessBonus(answer, fmt, judged_steps, o.lambda_p),
-                P.AutoSearchEfficiency(search_steps, P.over_search_penalty(o.over_search_penalty)),
+                OutcomeFormat(answer, fmt, o.lambda_f),
+                HipragProcessBonus(answer, fmt, judged_steps, o.lambda_p),
+                AutoSearchEfficiency(search_steps, over_search_penalty(o.over_search_penalty)),
             ],
             acc="cem",
             report=[answer, fmt, P.SearchCount("hiprag")],

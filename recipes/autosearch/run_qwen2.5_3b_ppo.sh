@@ -26,6 +26,7 @@ RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$RECIPE_DIR/../common/run_common.sh"
 CONFIG_NAME=autosearch_ppo
 FORMAT=autosearch
+REWARD_METHOD=autosearch
 REWARD_CLASS=AutoSearchRewardManager
 recipe_init
 

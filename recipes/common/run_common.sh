@@ -7,7 +7,8 @@
 #   LOCAL_OVERRIDES    local CPU profile only (keys the tiny run must change; train-local's own CPU overrides
 #                      from agentrag_verl.local_cpu.train_local.cpu_overrides come first, these replace them)
 # and these variables: CONFIG_NAME (YAML in ./config), FORMAT (trajectory format of the data),
-# REWARD_CLASS (class in agentrag_verl.rewards.managers), optional LOCAL_RESPONSE_LENGTH, and an optional
+# REWARD_METHOD and REWARD_CLASS (the reward manager class in agentrag_verl.methods.$REWARD_METHOD.manager),
+# optional LOCAL_RESPONSE_LENGTH, and an optional
 # function `local_prepare` (extra local setup, e.g. the Search-P1 planner cache).
 #
 # Profiles (PROFILE env var):
@@ -118,7 +119,7 @@ run_recipe() {
   if [[ "$PROFILE" == local ]]; then
     cmd=("$AGENTRAG" train-local ${launcher[0]:+--ray-address auto} --work-dir "$LOCAL_WORK/train" --format "$FORMAT"
       --config-path "$config_path" --config-name "$CONFIG_NAME"
-      --reward-module pkg://agentrag_verl.rewards.managers --reward-name "$REWARD_CLASS"
+      --reward-module "pkg://agentrag_verl.methods.$REWARD_METHOD.manager" --reward-name "$REWARD_CLASS"
       --train-files "$TRAIN_FILES" --val-files "$VAL_FILES"
       --steps "$LOCAL_STEPS" --response-length "${LOCAL_RESPONSE_LENGTH:-128}"
       -- "${COMMON_OVERRIDES[@]}" "${LOCAL_BASE_OVERRIDES[@]}" "${LOCAL_OVERRIDES[@]}" "$@")

@@ -31,6 +31,7 @@ RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$RECIPE_DIR/../common/run_common.sh"
 CONFIG_NAME=hiprag_grpo
 FORMAT=hiprag
+REWARD_METHOD=hiprag
 REWARD_CLASS=HipragRewardManager
 recipe_init
 if [[ "$PROFILE" == local ]]; then OVER_SEARCH_MODEL=$JUDGE_MODEL UNDER_SEARCH_MODEL=$JUDGE_MODEL; fi

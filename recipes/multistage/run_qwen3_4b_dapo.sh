@@ -41,6 +41,7 @@ case "$STAGE" in
   2) CONFIG_NAME=multistage_stage2 ;;
 esac
 FORMAT=multistage
+REWARD_METHOD=multistage
 REWARD_CLASS=MultistageRewardManager
 recipe_init
 if [[ "$PROFILE" == local ]]; then EMBEDDING_KIND=retriever EMBEDDING_URL=$RETRIEVER_ROOT; fi

@@ -33,6 +33,7 @@ RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$RECIPE_DIR/../common/run_common.sh"
 CONFIG_NAME=searchp1_grpo
 FORMAT=searchp1
+REWARD_METHOD=searchp1
 REWARD_CLASS=SearchP1RewardManager
 recipe_init
 if [[ "$PROFILE" == local ]]; then PLANNER_CACHE=$LOCAL_WORK/planners.jsonl; fi

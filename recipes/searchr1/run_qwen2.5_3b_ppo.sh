@@ -26,6 +26,7 @@ RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$RECIPE_DIR/../common/run_common.sh"
 CONFIG_NAME=searchr1_ppo
 FORMAT=searchr1
+REWARD_METHOD=searchr1
 REWARD_CLASS=SearchR1RewardManager
 recipe_init
 

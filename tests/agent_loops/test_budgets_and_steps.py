@@ -16,8 +16,9 @@ from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.steps import search_step_reanswers
 from agentrag_verl.formats import get_format
 from agentrag_verl.judges import SearchP1Evaluation, Verdict
-from agentrag_verl.rewards import managers
-from agentrag_verl.rewards.parts import HipragStepOptimality, RewardContext
+from agentrag_verl.methods.hiprag.parts import HipragStepOptimality
+from agentrag_verl.registry import reward_manager_class
+from agentrag_verl.rewards.parts import RewardContext
 from agentrag_verl.rewards.record import Sample
 
 from .test_search_agent_loop import TurnScript, answer_turn, run, search_turn, spans, unpad
@@ -51,7 +52,7 @@ class Judge:
 
 def manager(name: str, tokenizer: Any, **kwargs: Any) -> Any:
     config = OmegaConf.create({"reward": {"reward_kwargs": kwargs}})
-    return managers.MANAGERS[name](config=config, tokenizer=tokenizer)
+    return reward_manager_class(name)(config=config, tokenizer=tokenizer)
 
 
 async def score(mgr: Any, sample: Sample, judge: Judge | None = None) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentrag_verl.agent_loops import fields as F
-from agentrag_verl.formats import reasonrag
+from agentrag_verl.methods.reasonrag import grammar as reasonrag
 
 from .test_search_agent_loop import run, spans, unpad
 

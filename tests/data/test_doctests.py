@@ -13,8 +13,8 @@ import pytest
     [
         "agentrag_verl.data.flashrag",
         "agentrag_verl.data.prepare",
-        "agentrag_verl.planners.generate",
-        "agentrag_verl.planners.prompts",
+        "agentrag_verl.methods.searchp1.planners.generate",
+        "agentrag_verl.methods.searchp1.planners.prompts",
     ],
 )
 def test_module_examples(module):

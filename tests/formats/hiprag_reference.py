@@ -1,5 +1,5 @@
 """A line-by-line transcription of HiPRAG Algorithms 2-3 with ``str`` methods: the oracle that the optimized
-checker in :mod:`agentrag_verl.formats.hiprag` (one tag scan instead of repeated counts) must agree with."""
+checker in :mod:`agentrag_verl.methods.hiprag.grammar` (one tag scan instead of repeated counts) must agree with."""
 
 from typing import Any
 

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrag_verl.formats import hiprag, searchr1
+from agentrag_verl.methods.hiprag import grammar as hiprag
+from agentrag_verl.methods.searchr1 import grammar as searchr1
 
 from .hiprag_reference import reference_check_format, reference_validate_step
 from .paper_examples import HIPRAG_FIG3A, HIPRAG_FIG3B, HIPRAG_FIG7, HIPRAG_FIG8

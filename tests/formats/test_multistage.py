@@ -2,7 +2,7 @@
 
 import pytest
 
-from agentrag_verl.formats import multistage
+from agentrag_verl.methods.multistage import grammar as multistage
 
 from .paper_examples import MULTISTAGE_TABLE7
 

@@ -4,7 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrag_verl.formats import Step, Trajectory, available_formats, get_format, reasonrag, searchr1
+from agentrag_verl.formats import Step, Trajectory, available_formats, get_format
+from agentrag_verl.methods.reasonrag import grammar as reasonrag
+from agentrag_verl.methods.searchr1 import grammar as searchr1
 from agentrag_verl.metrics import extract_answer
 
 from . import paper_examples

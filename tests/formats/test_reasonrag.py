@@ -2,7 +2,7 @@
 
 import pytest
 
-from agentrag_verl.formats import reasonrag
+from agentrag_verl.methods.reasonrag import grammar as reasonrag
 
 from .paper_examples import REASONRAG_FIG10
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from agentrag_verl.formats import searchp1
-from agentrag_verl.formats.searchp1 import FormatLevel
+from agentrag_verl.methods.searchp1 import grammar as searchp1
+from agentrag_verl.methods.searchp1.grammar import FormatLevel
 
 from .paper_examples import SEARCHP1_FIG10, SEARCHP1_FIG10_TAGGED
 

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from agentrag_verl.formats import searchr1
 from agentrag_verl.formats.tfidf import cosine, repeated_queries, tfidf_vectors
+from agentrag_verl.methods.searchr1 import grammar as searchr1
 
 from .paper_examples import (
     AUTOSEARCH_FIG13_AUTOSEARCH,

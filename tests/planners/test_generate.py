@@ -18,7 +18,7 @@ import pytest
 
 from agentrag_verl.cli import main
 from agentrag_verl.judges import JudgeClient
-from agentrag_verl.planners.generate import (
+from agentrag_verl.methods.searchp1.planners.generate import (
     PlanCache,
     PlanCacheLockedError,
     PlannerOptions,
@@ -157,7 +157,7 @@ def test_cache_repairs_a_partial_line_and_locks(tmp_path):
 
 
 async def test_generate_writes_what_the_searchp1_manager_reads(tmp_path):
-    from agentrag_verl.rewards.managers.searchp1 import load_planner_cache
+    from agentrag_verl.methods.searchp1.manager import load_planner_cache
 
     questions = [Question(f"mini/test_{i}", q, tuple(QA[q]["golden_answers"])) for i, q in enumerate(list(QA)[:6])]
     unanswerable = (questions[5].question,)

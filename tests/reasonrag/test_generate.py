@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrag_verl.reasonrag.generate import (
+from agentrag_verl.methods.reasonrag.generate import (
     FAILURES,
     PAIRS,
     TREES,
@@ -22,9 +22,9 @@ from agentrag_verl.reasonrag.generate import (
     generate,
     load_questions,
 )
-from agentrag_verl.reasonrag.mcts import MCTSConfig, MCTSEnv
-from agentrag_verl.reasonrag.pairs import PairConfig
-from agentrag_verl.reasonrag.policy import PolicyClient, PolicyConfig
+from agentrag_verl.methods.reasonrag.mcts import MCTSConfig, MCTSEnv
+from agentrag_verl.methods.reasonrag.pairs import PairConfig
+from agentrag_verl.methods.reasonrag.policy import PolicyClient, PolicyConfig
 from agentrag_verl.testing import FakeOpenAIServer, load_qa, write_qa
 from agentrag_verl.tools.retriever_client import RetrieverClient, RetrieverConfig
 
@@ -133,7 +133,7 @@ async def test_resume_with_other_settings_is_refused(tmp_path, qa_file, fake_ret
 
 def test_rebuild_pairs_with_other_filters(tmp_path):
     # A stored tree whose root children differ by 0.05: kept at min_gap 0.01, dropped at 0.1.
-    from agentrag_verl.reasonrag.tree import Tree
+    from agentrag_verl.methods.reasonrag.tree import Tree
 
     tree = Tree.new("q?", ["x"])
     for text, reward in (("So the answer is <answer>x</answer>", 0.9), ("So the answer is <answer>y</answer>", 0.85)):

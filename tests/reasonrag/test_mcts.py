@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from agentrag_verl.reasonrag.mcts import MCTSConfig, MCTSEnv, run_mcts, select
-from agentrag_verl.reasonrag.pairs import build_pairs
-from agentrag_verl.reasonrag.policy import PolicyClient, PolicyConfig
-from agentrag_verl.reasonrag.tree import Tree
+from agentrag_verl.methods.reasonrag.mcts import MCTSConfig, MCTSEnv, run_mcts, select
+from agentrag_verl.methods.reasonrag.pairs import build_pairs
+from agentrag_verl.methods.reasonrag.policy import PolicyClient, PolicyConfig
+from agentrag_verl.methods.reasonrag.tree import Tree
 from agentrag_verl.testing import FakeOpenAIServer, Fault
 from agentrag_verl.tools.retriever_client import RetrieverClient, RetrieverConfig
 
@@ -240,7 +240,7 @@ async def test_process_evaluation_failure_falls_back(fake_retriever, fallback, e
 
 
 async def test_policy_failure_raises(fake_retriever):
-    from agentrag_verl.reasonrag.policy import PolicyError
+    from agentrag_verl.methods.reasonrag.policy import PolicyError
 
     with FakeOpenAIServer(Fault.server_error()) as server:
         with pytest.raises(PolicyError, match="failed after 1 attempts"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentrag_verl.formats import reasonrag
-from agentrag_verl.reasonrag.pairs import PairConfig, build_pairs, dataset_statistics, statistics_markdown
-from agentrag_verl.reasonrag.tree import Tree, classify_step
+from agentrag_verl.methods.reasonrag import grammar as reasonrag
+from agentrag_verl.methods.reasonrag.pairs import PairConfig, build_pairs, dataset_statistics, statistics_markdown
+from agentrag_verl.methods.reasonrag.tree import Tree, classify_step
 
 Q = "So the next query is <query>{}</query>"
 ANS = "So the answer is <answer>{}</answer>"

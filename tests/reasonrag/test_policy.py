@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentrag_verl.formats import reasonrag
-from agentrag_verl.reasonrag.policy import PolicyClient, PolicyConfig, PolicyError
-from agentrag_verl.reasonrag.tree import REASONING_STOP, state_messages
+from agentrag_verl.methods.reasonrag import grammar as reasonrag
+from agentrag_verl.methods.reasonrag.policy import PolicyClient, PolicyConfig, PolicyError
+from agentrag_verl.methods.reasonrag.tree import REASONING_STOP, state_messages
 from agentrag_verl.testing import FakeOpenAIServer, Fault
 
 MESSAGES = state_messages("Who founded Marrow & Tilde Instruments?", [], "reasoning")

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from agentrag_verl.reasonrag.spre import spre_value, trajectory_value, tree_spre_rewards, ucb1_score, uct_score
+from agentrag_verl.methods.reasonrag.spre import spre_value, trajectory_value, tree_spre_rewards, ucb1_score, uct_score
 
 
 def test_spre_on_known_rollouts():
@@ -69,5 +69,5 @@ def test_tree_spre_rewards_visit_weighted():
 
 @pytest.mark.parametrize("module", ["spre", "tree", "pairs", "mcts", "policy", "train"])
 def test_module_examples(module):
-    result = doctest.testmod(importlib.import_module(f"agentrag_verl.reasonrag.{module}"))
+    result = doctest.testmod(importlib.import_module(f"agentrag_verl.methods.reasonrag.{module}"))
     assert result.attempted > 0 and result.failed == 0

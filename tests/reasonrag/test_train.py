@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agentrag_verl.reasonrag.generate import PAIRS, generate, load_questions
-from agentrag_verl.reasonrag.mcts import MCTSConfig
-from agentrag_verl.reasonrag.train import ProGuideError, load_pairs, main
+from agentrag_verl.methods.reasonrag.generate import PAIRS, generate, load_questions
+from agentrag_verl.methods.reasonrag.mcts import MCTSConfig
+from agentrag_verl.methods.reasonrag.train import ProGuideError, load_pairs, main
 from agentrag_verl.testing import FakeOpenAIServer, load_qa, write_qa
 
 from .conftest import QAPolicy
@@ -63,7 +63,7 @@ def _weights(path) -> dict:
 
 
 def _run(mode: str, tiny_model_dir, pairs_file, out: Path, monkeypatch) -> object:
-    import agentrag_verl.reasonrag.train as train_mod
+    import agentrag_verl.methods.reasonrag.train as train_mod
 
     trainers = []
     original = train_mod.train
@@ -135,7 +135,8 @@ def test_dry_run_prints_the_exact_command():
     assert out[:3] == ["accelerate", "launch", "--config_file"]
     assert out[3].endswith("trl/accelerate_configs/fsdp2.yaml") and Path(out[3]).is_file()
     assert out[4:] == [
-        "--num_processes", "4", "-m", "agentrag_verl.reasonrag.train", "dpo", "--config", str(RECIPES / "dpo.yaml"),
+        "--num_processes", "4", "-m", "agentrag_verl.methods.reasonrag.train", "dpo",
+        "--config", str(RECIPES / "dpo.yaml"),
         "--model_name_or_path", "Qwen/Qwen2.5-7B-Instruct", "--pairs", "p.jsonl", "--output_dir",
         "outputs/reasonrag/dpo", "--beta", "0.1",
     ]  # fmt: skip
@@ -143,13 +144,13 @@ def test_dry_run_prints_the_exact_command():
     sft = subprocess.run(
         ["bash", str(RECIPES / "run_qwen2.5_7b_instruct_sft.sh")], capture_output=True, text=True, env=env, check=True
     ).stdout.split()
-    assert sft[:4] == [sys.executable, "-m", "agentrag_verl.reasonrag.train", "sft"]
+    assert sft[:4] == [sys.executable, "-m", "agentrag_verl.methods.reasonrag.train", "sft"]
     assert sft[5] == str(RECIPES / "sft.yaml")
 
 
 def test_recipe_yamls_parse_into_trl_configs():
     """Every key of the recipe YAMLs is a field of TRL's configs or ours (TrlParser rejects unknown ones)."""
-    from agentrag_verl.reasonrag.train import _parser
+    from agentrag_verl.methods.reasonrag.train import _parser
 
     for mode in ("dpo", "sft"):
         # bf16 (the recipes' GPU setting) is refused by transformers on a CPU-only box.
@@ -172,7 +173,7 @@ def test_recipe_yamls_parse_into_trl_configs():
 )
 def test_dpo_beta_defaults_to_the_paper_however_launched(extra, beta, tmp_path, monkeypatch):
     from agentrag_verl import cli
-    from agentrag_verl.reasonrag import train as train_module
+    from agentrag_verl.methods.reasonrag import train as train_module
 
     config = tmp_path / "dpo.yaml"
     config.write_text("beta: 0.2\n")

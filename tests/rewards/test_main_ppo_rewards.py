@@ -78,7 +78,7 @@ def test_grpo_with_hiprag_manager(judge, retriever_service, tmp_path):
     args = [
         "--format=hiprag",
         "--agent-name=oracle_hiprag",
-        "--reward-module=pkg://agentrag_verl.rewards.managers",
+        "--reward-module=pkg://agentrag_verl.methods.hiprag.manager",
         "--reward-name=HipragRewardManager",
         "--response-length=320",
     ]
@@ -103,12 +103,12 @@ def test_grpo_with_hiprag_manager(judge, retriever_service, tmp_path):
 
 
 def test_ppo_gae_with_autosearch_step_rewards(retriever_service, tmp_path):
-    from agentrag_verl.rewards import autosearch
+    from agentrag_verl.methods.autosearch import reward as autosearch
 
     args = [
         "--format=autosearch",
         "--agent-name=oracle_autosearch",
-        "--reward-module=pkg://agentrag_verl.rewards.managers",
+        "--reward-module=pkg://agentrag_verl.methods.autosearch.manager",
         "--reward-name=AutoSearchRewardManager",
         "--response-length=256",
         "--dump-token-rewards",

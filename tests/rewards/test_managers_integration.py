@@ -68,11 +68,11 @@ def by_name(name: str) -> list[str]:
     return [f"reward.reward_manager.name={name}"]
 
 
-def by_path(cls: str) -> list[str]:
+def by_path(method: str, cls: str) -> list[str]:
     """Recipe selection by path (source=importlib, pkg://), no plugin needed."""
     return [
         "reward.reward_manager.source=importlib",
-        "reward.reward_manager.module.path=pkg://agentrag_verl.rewards.managers",
+        f"reward.reward_manager.module.path=pkg://agentrag_verl.methods.{method}.manager",
         f"reward.reward_manager.name={cls}",
     ]
 
@@ -83,7 +83,7 @@ def test_hiprag_format_fixture_is_valid():
 
 async def test_hiprag_manager_with_judges_and_reanswers(make_scorer, judge_server):
     scorer = make_scorer(by_name("hiprag") + judge_overrides(judge_server))
-    from agentrag_verl.rewards.managers import HipragRewardManager
+    from agentrag_verl.methods.hiprag.manager import HipragRewardManager
 
     assert type(scorer.manager) is HipragRewardManager
     reanswer = [{"step": 0, "query": "capital of France", "text": "Paris"}]
@@ -112,7 +112,7 @@ async def test_hiprag_manager_with_judges_and_reanswers(make_scorer, judge_serve
 
 
 async def test_searchr1_manager_by_path(make_scorer):
-    scorer = make_scorer(by_path("SearchR1RewardManager"))
+    scorer = make_scorer(by_path("searchr1", "SearchR1RewardManager"))
     good = (
         "<think>t</think><search>q</search><information>Doc <answer>Lyon</answer></information>"
         "<think>t</think><answer>Paris</answer>"

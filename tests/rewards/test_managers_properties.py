@@ -60,12 +60,13 @@ class FailingJudge:
 def make_manager(name: str, embedding_url: str):
     from omegaconf import OmegaConf
 
-    from agentrag_verl.rewards import managers
+    from agentrag_verl.registry import reward_manager_class, reward_manager_names, reward_manager_target
 
     # Multi-stage needs query embeddings once a response has 2+ searches: the real retriever's /encode.
     kwargs = {"correctness": "em", "embedding": {"url": embedding_url}} if name == "MultistageRewardManager" else {}
     config = OmegaConf.create({"reward": {"reward_kwargs": kwargs}})
-    manager = getattr(managers, name)(config=config, tokenizer=CharTokenizer(), compute_score=None)
+    (design,) = [n for n in reward_manager_names() if reward_manager_target(n).endswith(f":{name}")]
+    manager = reward_manager_class(design)(config=config, tokenizer=CharTokenizer(), compute_score=None)
 
     async def judge(*_):
         return FailingJudge()

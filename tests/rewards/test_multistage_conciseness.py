@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from omegaconf import OmegaConf
 
-from agentrag_verl.rewards import managers
-from agentrag_verl.rewards import multistage as fn
+from agentrag_verl.methods.multistage import reward as fn
+from agentrag_verl.methods.multistage.manager import MultistageRewardManager
 from agentrag_verl.rewards.record import Sample
 
 
@@ -34,7 +34,7 @@ def test_conciseness_reward_and_total(query, auxiliary_openers, r_s):
     config = OmegaConf.create(
         {"reward": {"reward_kwargs": {"correctness": "em", "stage": 1, "auxiliary_openers": auxiliary_openers}}}
     )
-    manager = managers.MultistageRewardManager(config=config, tokenizer=None)
+    manager = MultistageRewardManager(config=config, tokenizer=None)
     scored = asyncio.run(manager.reward.score(Sample(response(query), ["September 25, 1968"])))
     # stage 1, correct: r_a = 1.0; one search, valid structure think search information reflect answer: r_f = +1
     assert (scored.info["ms_r_a"], scored.info["ms_r_s"], scored.info["ms_r_f"]) == (1.0, r_s, 1.0)

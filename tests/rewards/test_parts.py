@@ -10,12 +10,25 @@ from pathlib import Path
 
 import pytest
 
+from agentrag_verl.methods.autosearch.parts import (
+    AutoSearchEfficiency,
+    AutoSearchOutcome,
+    AutoSearchQuality,
+    AutoSearchStepFormat,
+    AutoSearchStepRewards,
+    AutoSearchSteps,
+    over_search_penalty,
+)
+from agentrag_verl.methods.hiprag.parts import HipragProcessBonus, HipragStepOptimality
+from agentrag_verl.methods.searchp1.parts import SearchP1Evaluator
+from agentrag_verl.methods.searchr1.parts import OutcomeFormat
 from agentrag_verl.rewards import parts as P
 from agentrag_verl.rewards.record import Sample
 
 from .test_managers_integration import HIPRAG_OK
 
 REWARDS = Path(__file__).resolve().parents[2] / "agentrag_verl" / "rewards"
+METHODS = REWARDS.parent / "methods"
 
 
 class ScriptedJudge:
@@ -45,16 +58,19 @@ def run(reward: P.Reward, sample: Sample, judge: ScriptedJudge | None = None) ->
 
 @pytest.mark.parametrize("module", ["core", "common", "searchr1", "autosearch", ""])
 def test_parts_examples(module):
-    mod = importlib.import_module("agentrag_verl.rewards.parts" + (f".{module}" if module else ""))
+    if module in ("searchr1", "autosearch"):
+        mod = importlib.import_module(f"agentrag_verl.methods.{module}.parts")
+    else:
+        mod = importlib.import_module("agentrag_verl.rewards.parts" + (f".{module}" if module else ""))
     result = doctest.testmod(mod)
     assert result.attempted > 0 and result.failed == 0
 
 
 def test_hiprag_eq1_from_parts_with_shared_judge_calls():
     answer, fmt = P.AnswerMetrics("hiprag", metric="cem"), P.FormatCheck("hiprag")
-    steps = P.HipragStepOptimality()
+    steps = HipragStepOptimality()
     reward = P.Reward(
-        terms=[P.OutcomeFormat(answer, fmt), P.HipragProcessBonus(answer, fmt, steps)], acc="cem", report=[answer]
+        terms=[OutcomeFormat(answer, fmt), HipragProcessBonus(answer, fmt, steps)], acc="cem", report=[answer]
     )
     judge = ScriptedJudge()
     fields = {"agentrag_reanswers": [{"step": 0, "query": "capital of France", "text": "Paris"}]}
@@ -72,7 +88,7 @@ def test_hiprag_eq1_from_parts_with_shared_judge_calls():
 
 def test_keys_are_fixed_and_conflicts_rejected():
     answer = P.AnswerMetrics("searchr1")
-    reward = P.Reward(terms=[P.OutcomeFormat(answer, P.FormatCheck("searchr1"))], acc="em")
+    reward = P.Reward(terms=[OutcomeFormat(answer, P.FormatCheck("searchr1"))], acc="em")
     assert reward.keys() == ("acc", "em", "cem", "f1", "format_ok")
     with pytest.raises(ValueError, match="'em' is emitted by both"):
         P.Reward(terms=[answer, P.AnswerMetrics("searchr1", metric="cem")])
@@ -81,10 +97,7 @@ def test_keys_are_fixed_and_conflicts_rejected():
     with pytest.raises(TypeError, match="Part instances"):
         P.Reward(terms=[0.5])  # type: ignore[list-item]
     # summed counters may come from several parts: two judged parts each count their calls
-    assert (
-        P.Reward(terms=[P.HipragStepOptimality(), P.SearchP1Evaluator()], acc=answer).keys().count("judge_requests")
-        == 1
-    )
+    assert P.Reward(terms=[HipragStepOptimality(), SearchP1Evaluator()], acc=answer).keys().count("judge_requests") == 1
 
 
 def test_per_step_placement_sums_to_score_and_scaled_weights():
@@ -103,8 +116,8 @@ def test_per_step_placement_sums_to_score_and_scaled_weights():
         "agentrag_intermediate_answers": [{"step": 0, "answer": "Lyon"}, {"step": 1, "answer": "Paris"}],
     }
     sample = Sample(resp, ["Paris"], extra_fields=fields)
-    answer, view = P.AnswerMetrics("searchr1"), P.AutoSearchSteps()
-    parts = [P.AutoSearchEfficiency(view), P.AutoSearchQuality(view), P.AutoSearchOutcome(view, answer)]
+    answer, view = P.AnswerMetrics("searchr1"), AutoSearchSteps()
+    parts = [AutoSearchEfficiency(view), AutoSearchQuality(view), AutoSearchOutcome(view, answer)]
     scored = run(P.Reward(terms=[*parts, P.Scaled(P.FormatCheck("searchr1"), 0.5)], per_step=True), sample)
     # t_c = 2: Eq. 7 0.4/2 - 0.05 = 0.15 at both retrieval steps; Eq. 9 F1 gains 0, 1; Eq. 2 EM 1 at 14;
     # the scaled scalar term (0.5 x valid format 1.0) lands on the last token (-1)
@@ -114,7 +127,7 @@ def test_per_step_placement_sums_to_score_and_scaled_weights():
     assert sum(r for _, r in scored.placements) == pytest.approx(scored.score)
     assert scored.info["as_t_c"] == 2 and scored.info["acc"] == 1.0  # acc defaults to em
     # The full AutoSearch step reward equals the sum of its separately composed pieces (+ Eq. 1, all valid: 0, 0.1)
-    full = run(P.Reward(terms=[P.AutoSearchStepRewards(view, answer)], per_step=True), sample)
+    full = run(P.Reward(terms=[AutoSearchStepRewards(view, answer)], per_step=True), sample)
     assert full.score == pytest.approx(scored.score - 0.5 + 0.1, abs=1e-5)
 
 
@@ -129,15 +142,15 @@ def test_over_search_penalty_on_hiprag_steps():
         "<conclusion>Paris</conclusion></step><step><reasoning>WRONG",
     )
     fields["agentrag_steps"].insert(1, {"kind": "search", "end_token_index": 12})
-    view = P.AutoSearchSteps("hiprag")
+    view = AutoSearchSteps("hiprag")
     scored = run(
-        P.Reward(terms=[P.AutoSearchEfficiency(view, P.over_search_penalty(-0.1))], per_step=True),
+        P.Reward(terms=[AutoSearchEfficiency(view, over_search_penalty(-0.1))], per_step=True),
         Sample(two_search, ["Paris"], extra_fields=fields),
     )
     # the first search already had the answer (t_c = 1): the second search (t = 2 > t_c) costs -0.1
     assert scored.placements == [(5, 0.0), (12, -0.1)] and scored.info["as_over_search"] == 1.0
     with pytest.raises(ValueError, match="Search-R1 grammar only"):
-        P.AutoSearchStepFormat(view)
+        AutoSearchStepFormat(view)
 
 
 def test_context_computes_each_part_once():
@@ -152,7 +165,7 @@ def test_context_computes_each_part_once():
     reward = P.Reward(terms=[P.Scaled(shared, 1.0), P.Scaled(shared, -0.5)])
     assert run(reward, Sample("", [])).score == 1.0 and len(calls) == 1
     with pytest.raises(RuntimeError, match="judge provider"):
-        run(P.Reward(terms=[P.SearchP1Evaluator()]), Sample("", []))
+        run(P.Reward(terms=[SearchP1Evaluator()]), Sample("", []))
 
 
 # ---- each paper formula lives in one place -----------------------------------------------------------------------
@@ -176,17 +189,19 @@ def test_each_formula_lives_in_one_place():
     (2) no part or manager does arithmetic with a float constant (a formula outside the pure modules);
     (3) every public pure function is used by a part (so the built-in managers reach it through the parts).
     """
-    managers = sorted((REWARDS / "managers").glob("*.py"))
+    managers = sorted([*(REWARDS / "managers").glob("*.py"), *METHODS.glob("*/manager.py")])
     for path in managers:
         src = path.read_text()
         for name in PURE:
-            assert f"from .. import {name} as fn" not in src or path.name in ("autosearch.py", "multistage.py"), path
+            imports_pure = f"from agentrag_verl.methods.{name} import reward as fn" in src
+            assert not imports_pure or path.parent.name in ("autosearch", "multistage"), path
         used = _calls(path)
         allowed = {"AutoSearchRewardConfig", "ConcisenessRules"}  # option dataclasses, not formulas
         assert used <= allowed, f"{path.name} calls pure reward functions {sorted(used - allowed)}; use parts"
     part_calls: set[str] = set()
-    for path in [*(REWARDS / "parts").glob("*.py"), *managers]:
-        part_calls |= _calls(path) if path.parent.name == "parts" else set()
+    parts = [*(REWARDS / "parts").glob("*.py"), *METHODS.glob("*/parts.py")]
+    for path in [*parts, *managers]:
+        part_calls |= _calls(path) if path in parts else set()
         tree = ast.parse(path.read_text())
         # no reward arithmetic with a numeric constant (a formula) outside the pure modules
         formulas = [
@@ -195,12 +210,12 @@ def test_each_formula_lives_in_one_place():
             if isinstance(n, ast.BinOp)
             and any(isinstance(side, ast.Constant) and isinstance(side.value, float) for side in (n.left, n.right))
         ]
-        assert not formulas, f"{path.name} computes {formulas}; put formulas in agentrag_verl/rewards/<paper>.py"
+        assert not formulas, f"{path} computes {formulas}; put formulas in agentrag_verl/methods/<paper>/reward.py"
     for name in PURE:
-        mod = importlib.import_module(f"agentrag_verl.rewards.{name}")
+        mod = importlib.import_module(f"agentrag_verl.methods.{name}.reward")
         public = {n for n in mod.__all__ if callable(getattr(mod, n)) and not isinstance(getattr(mod, n), type)}
         # reached = called by a part, or by a pure function that is reached (e.g. is_concise via search_reward)
-        tree = ast.parse((REWARDS / f"{name}.py").read_text())
+        tree = ast.parse((METHODS / name / "reward.py").read_text())
         callees = {
             f.name: {c.func.id for c in ast.walk(f) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
             for f in tree.body

@@ -7,12 +7,16 @@ import importlib
 
 import pytest
 
-from agentrag_verl.rewards import autosearch, hiprag, multistage, searchp1, searchr1
+from agentrag_verl.methods.autosearch import reward as autosearch
+from agentrag_verl.methods.hiprag import reward as hiprag
+from agentrag_verl.methods.multistage import reward as multistage
+from agentrag_verl.methods.searchp1 import reward as searchp1
+from agentrag_verl.methods.searchr1 import reward as searchr1
 
 
 @pytest.mark.parametrize("module", ["searchr1", "hiprag", "multistage", "searchp1", "autosearch"])
 def test_module_examples(module):
-    result = doctest.testmod(importlib.import_module(f"agentrag_verl.rewards.{module}"))
+    result = doctest.testmod(importlib.import_module(f"agentrag_verl.methods.{module}.reward"))
     assert result.attempted > 0 and result.failed == 0
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrag_verl.rewards import autosearch, hiprag, multistage, searchp1, searchr1
+from agentrag_verl.methods.autosearch import reward as autosearch
+from agentrag_verl.methods.hiprag import reward as hiprag
+from agentrag_verl.methods.multistage import reward as multistage
+from agentrag_verl.methods.searchp1 import reward as searchp1
+from agentrag_verl.methods.searchr1 import reward as searchr1
 
 bools = st.booleans()
 unit = st.floats(0.0, 1.0)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from agentrag_verl.rewards import managers
+from agentrag_verl.methods.hiprag.parts import HipragProcessBonus, HipragStepOptimality
+from agentrag_verl.registry import reward_manager_class
 from agentrag_verl.rewards import parts as P
 
 
 def build(name: str, **kwargs):
     config = OmegaConf.create({"reward": {"reward_kwargs": kwargs}})
-    return managers.MANAGERS[name](config=config, tokenizer=None)
+    return reward_manager_class(name)(config=config, tokenizer=None)
 
 
 @pytest.mark.parametrize(
@@ -53,9 +54,9 @@ def test_unknown_key_still_names_the_section():
 def test_parts_check_their_choices_when_built():
     answer, fmt = P.AnswerMetrics("hiprag", metric="cem"), P.FormatCheck("hiprag")
     with pytest.raises(ValueError, match=r"Unknown judge_error_policy 'exclud'; choose one of \['exclude'"):
-        P.HipragStepOptimality(judge_error_policy="exclud")
+        HipragStepOptimality(judge_error_policy="exclud")
     with pytest.raises(ValueError, match=r"Unknown denominator 'searches'"):
-        P.HipragProcessBonus(answer, fmt, P.HipragStepOptimality(), denominator="searches")
+        HipragProcessBonus(answer, fmt, HipragStepOptimality(), denominator="searches")
 
 
 async def test_through_verls_reward_loop(make_scorer):

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from .sample import Sample, read_sample
+from agentrag_verl.rewards.managers.sample import Sample, read_sample
 
 logger = logging.getLogger(__name__)
 

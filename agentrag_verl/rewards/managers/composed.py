@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from ..parts import Reward
-from .base import COMMON_KEYS, AgentRagRewardManager, options_from_config
-from .sample import Sample
+from agentrag_verl.rewards.managers.base import COMMON_KEYS, AgentRagRewardManager, options_from_config
+from agentrag_verl.rewards.managers.sample import Sample
+from agentrag_verl.rewards.parts import Reward
 
 __all__ = ["ComposedRewardManager", "RewardOptions", "TOKEN_REWARDS_KEY"]
 

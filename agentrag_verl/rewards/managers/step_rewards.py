@@ -23,7 +23,7 @@ import ray
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 
-from .composed import TOKEN_REWARDS_KEY
+from agentrag_verl.rewards.managers.composed import TOKEN_REWARDS_KEY
 
 logger = logging.getLogger(__name__)
 

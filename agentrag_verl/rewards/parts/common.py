@@ -19,8 +19,7 @@ from typing import Any, Literal
 
 from agentrag_verl.formats import Format
 from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
-
-from .core import Part, PartResult, RewardContext, resolve_format
+from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, resolve_format
 
 __all__ = ["AnswerMetrics", "JudgeCorrectness", "FormatCheck", "FormatLevel", "SearchCount"]
 

@@ -14,7 +14,8 @@ logged. Its :meth:`Reward.keys` are fixed at build time, so every sample returns
 keys (verl stacks them into columns). Build-time checks: a key declared by two different parts is an error (share
 one part instance instead), except the counters in :data:`SUMMED_KEYS`, which add up.
 
-The paper formulas live in the pure modules (:mod:`agentrag_verl.rewards.hiprag`, ...); parts only read the record,
+The paper formulas live in the pure modules (:mod:`agentrag_verl.methods.hiprag.reward`, ...); parts only read the
+record,
 call those functions and pack results. :mod:`agentrag_verl.rewards.managers.composed` turns a :class:`Reward` into
 a verl reward manager.
 """

@@ -23,7 +23,7 @@ source "$RECIPE_DIR/../../common/knobs.sh"
 knob_dry_run
 knob_choice MODE dpo sft
 knob_positive_int NUM_GPUS
-ARGS=(-m agentrag_verl.reasonrag.train "$MODE" --config "$RECIPE_DIR/$MODE.yaml"
+ARGS=(-m agentrag_verl.methods.reasonrag.train "$MODE" --config "$RECIPE_DIR/$MODE.yaml"
   --model_name_or_path "$MODEL_PATH" --pairs "$PAIRS" --output_dir "$OUTPUT_DIR" "$@")
 
 if [[ "$NUM_GPUS" -gt 1 ]]; then

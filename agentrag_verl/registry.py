@@ -1,0 +1,106 @@
+"""Method discovery: every method registers itself; the shared machinery never imports a method by name.
+
+A method is a package (``agentrag_verl/methods/<paper>/`` here, or any installed package) whose import registers
+what it provides: its trajectory grammar (:func:`agentrag_verl.formats.register_format`) and the import path of its
+verl reward manager (:func:`register_reward_manager`). Nothing heavy is imported by that: the manager class (which
+imports verl and torch) is loaded only when it is asked for.
+
+Discovery (:func:`load_methods`, called by the first lookup of an unknown name) imports
+
+1. the packages named by the ``agentrag_verl.methods`` entry-point group (this package declares its six methods in
+   ``pyproject.toml``; a third-party package declares its own the same way), then
+2. any package under ``agentrag_verl/methods/`` that the entry points did not name (a source checkout that was
+   never installed has no entry points).
+
+>>> load_methods()
+>>> reward_manager_names()
+['searchr1', 'autosearch', 'hiprag', 'multistage', 'searchp1']
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "load_methods",
+    "register_reward_manager",
+    "reward_manager_names",
+    "reward_manager_target",
+    "reward_manager_class",
+]
+
+logger = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "agentrag_verl.methods"
+"""Entry-point group whose values are method packages (``name = "package.module"``)."""
+
+_BUILTIN_PACKAGE = "agentrag_verl.methods"
+_MANAGERS: dict[str, str] = {}
+_loaded = False
+
+
+def register_reward_manager(name: str, target: str) -> None:
+    """Declare the reward manager of a method: ``name`` (``reward.reward_manager.name``) -> ``"module:Class"``.
+
+    Raises:
+        ValueError: ``name`` is declared already with another target, or ``target`` is not ``module:Class``.
+    """
+    key = str(name).strip().lower()
+    if ":" not in target:
+        raise ValueError(f"Reward manager target {target!r} of {name!r} must read 'package.module:ClassName'.")
+    if _MANAGERS.get(key, target) != target:
+        raise ValueError(f"Reward manager {key!r} is already declared as {_MANAGERS[key]!r}; pick another name.")
+    _MANAGERS[key] = target
+
+
+def load_methods() -> None:
+    """Import every method package once (entry points first, then the built-in folder)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    names: list[str] = []
+    try:
+        from importlib.metadata import entry_points
+
+        names = [ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    except Exception:  # broken metadata must not hide the built-in methods
+        logger.warning("agentrag-verl: reading the %s entry points failed", ENTRY_POINT_GROUP, exc_info=True)
+    builtin = importlib.import_module(_BUILTIN_PACKAGE)
+    names += [f"{_BUILTIN_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
+    for name in dict.fromkeys(names):
+        importlib.import_module(name)
+
+
+def reward_manager_names() -> list[str]:
+    """Declared reward-manager names, in discovery order."""
+    load_methods()
+    return list(_MANAGERS)
+
+
+def reward_manager_target(name: str) -> str:
+    """``"module:Class"`` of a declared reward manager.
+
+    Raises:
+        ValueError: Unknown name; the message lists the declared ones.
+    """
+    load_methods()
+    key = str(name).strip().lower()
+    if key not in _MANAGERS:
+        raise ValueError(
+            f"Unknown reward manager {name!r}; choose one of {list(_MANAGERS)} "
+            f"(set reward.reward_manager.name), or declare yours with register_reward_manager()."
+        )
+    return _MANAGERS[key]
+
+
+def reward_manager_class(name: str) -> type:
+    """Import and return a declared reward manager class (this imports verl and torch)."""
+    module, _, qualname = reward_manager_target(name).partition(":")
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
