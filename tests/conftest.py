@@ -62,7 +62,7 @@ def ray_cluster():
 @pytest.fixture
 def mini_corpus(tmp_path):
     """The fixture corpus and QA set written as FlashRAG jsonl files: ``(corpus_path, qa_path)``."""
-    from agentrag_verl.testing import corpus
+    from agentrag_verl.data import corpus
 
     corpus_path, qa_path = tmp_path / "corpus.jsonl", tmp_path / "qa.jsonl"
     corpus.write_corpus(corpus.load_corpus(), corpus_path)

@@ -8,7 +8,7 @@ A dataset is named by a spec:
 - ``path/to/dir``: every ``<dir>/<dataset>/<split>.jsonl`` (FlashRAG_datasets root) or, if the folder itself holds
   ``<split>.jsonl``, that one file.
 
-Rows are validated by :func:`agentrag_verl.testing.corpus.load_qa` (a plain JSONL loader with line-numbered
+Rows are validated by :func:`agentrag_verl.data.corpus.load_qa` (a plain JSONL loader with line-numbered
 errors; it is not a fake). Ids must be unique within a dataset because resuming keys results by ``(dataset, id)``.
 """
 
@@ -59,7 +59,7 @@ def load_dataset_file(path: str | os.PathLike[str], dataset: str, limit: int | N
         FileNotFoundError: The file does not exist.
         ValueError: A row is malformed, or an id repeats (the message names the file and both lines).
     """
-    from agentrag_verl.testing.corpus import load_qa
+    from agentrag_verl.data.corpus import load_qa
 
     p = Path(path)
     if not p.is_file():

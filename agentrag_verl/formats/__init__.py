@@ -59,13 +59,13 @@ def available_formats() -> list[str]:
 def register_format(fmt: Format, *, replace: bool = False) -> Format:
     """Make ``fmt`` available to :func:`get_format` (agent loops, reward parts, eval) under ``fmt.name``.
 
-    Registration is per process: call it at import time of a module every process imports (your ``verl.plugins``
-    entry point, or the module of your agent loop / reward manager), so Ray workers see it too.
+    Registration is per process: call it in your method package's ``__init__`` and name that package in the
+    ``agentrag_verl.methods`` entry-point group, so every process (Ray workers too) finds it on its first lookup
+    (:mod:`agentrag_verl.registry`).
 
     Raises:
         ValueError: The name is taken (by a built-in format or an alias) and ``replace`` is false.
     """
-    load_methods()
     key = str(fmt.name).strip().lower()
     if not replace and (key in _FORMATS or key in _ALIASES):
         raise ValueError(f"Trajectory format {key!r} is already registered; pick another name or pass replace=True.")

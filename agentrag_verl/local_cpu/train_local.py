@@ -255,9 +255,9 @@ def preflight(min_free_gib: float) -> None:
 
 def prepare_inputs(work_dir: Path, model: str | None, format_name: str) -> tuple[Path, str, str]:
     """Model dir and train/val parquet paths, building the tiny defaults under ``work_dir`` when absent."""
+    from agentrag_verl.data.corpus import load_qa
     from agentrag_verl.local_cpu.data import qa_to_verl_rows, write_parquet
-    from agentrag_verl.testing.corpus import load_qa
-    from agentrag_verl.testing.tiny_models import build_tiny_qwen2
+    from agentrag_verl.local_cpu.tiny_model import build_tiny_qwen2
 
     if model is None:
         model_path = work_dir / "model"

@@ -1,7 +1,10 @@
 """Fixtures for testing search-agent components without a GPU, a hub download or a real LLM.
 
 Importable by users writing their own reward managers and agent loops; ``tests/conftest.py`` wraps them as
-pytest fixtures. Names resolve lazily, so ``import agentrag_verl.testing`` imports no torch or Ray.
+pytest fixtures. Names resolve lazily, so ``import agentrag_verl.testing`` imports no torch or Ray. No production
+module imports this package; the tiny corpus and QA set (:mod:`agentrag_verl.data.corpus`) and the tiny model
+builders (:mod:`agentrag_verl.local_cpu.tiny_model`) are production code that the local CPU mode uses, re-exported
+here for tests.
 
 - :func:`build_tiny_tokenizer`, :func:`build_tiny_qwen2` — a BPE tokenizer with a Qwen-style chat template
   and a random tiny Qwen2 LM, built locally.
@@ -20,21 +23,21 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "build_tiny_tokenizer": "tiny_models",
-    "build_tiny_qwen2": "tiny_models",
-    "FakeOpenAIServer": "openai_server",
-    "Fault": "openai_server",
-    "local_ray": "ray_cluster",
-    "Passage": "corpus",
-    "load_corpus": "corpus",
-    "load_qa": "corpus",
-    "write_corpus": "corpus",
-    "write_qa": "corpus",
-    "CORPUS_PATH": "corpus",
-    "FakeRetriever": "fake_retriever",
-    "fixture_index": "retriever",
-    "RetrieverServer": "retriever",
-    "QA_PATH": "corpus",
+    "build_tiny_tokenizer": "agentrag_verl.local_cpu.tiny_model",
+    "build_tiny_qwen2": "agentrag_verl.local_cpu.tiny_model",
+    "FakeOpenAIServer": "agentrag_verl.testing.openai_server",
+    "Fault": "agentrag_verl.testing.openai_server",
+    "local_ray": "agentrag_verl.testing.ray_cluster",
+    "Passage": "agentrag_verl.data.corpus",
+    "load_corpus": "agentrag_verl.data.corpus",
+    "load_qa": "agentrag_verl.data.corpus",
+    "write_corpus": "agentrag_verl.data.corpus",
+    "write_qa": "agentrag_verl.data.corpus",
+    "CORPUS_PATH": "agentrag_verl.data.corpus",
+    "FakeRetriever": "agentrag_verl.testing.fake_retriever",
+    "fixture_index": "agentrag_verl.testing.retriever",
+    "RetrieverServer": "agentrag_verl.testing.retriever",
+    "QA_PATH": "agentrag_verl.data.corpus",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -42,5 +45,5 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str):
     if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -44,10 +44,9 @@ def fixture_index(out_dir: str | os.PathLike[str], *, chunk_size: int = 1024) ->
     MiniLM is a sentence-transformers model: mean pooling + L2 norm, no prefixes (the ``mean`` preset).
     Takes ~2 s on 2 cores for the 68 passages.
     """
+    from agentrag_verl.data.corpus import load_corpus, write_corpus
     from retriever_server.build import BuildConfig, build_index
     from retriever_server.encoders import EncoderConfig
-
-    from .corpus import load_corpus, write_corpus
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

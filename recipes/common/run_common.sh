@@ -88,7 +88,7 @@ recipe_init() {
 _local_services() {
   local qa corpus
   mkdir -p "$LOCAL_WORK"
-  qa=$("$PYTHON" -c 'from agentrag_verl.testing.corpus import QA_PATH; print(QA_PATH)')
+  qa=$("$PYTHON" -c 'from agentrag_verl.data.corpus import QA_PATH; print(QA_PATH)')
   "$AGENTRAG" data prepare --input "$qa" --name mini --split train --format "$FORMAT" --out "$LOCAL_WORK/data" >/dev/null
   "$AGENTRAG" data prepare --input "$qa" --name mini --split test --max-per-source 8 --format "$FORMAT" \
     --out "$LOCAL_WORK/data" >/dev/null

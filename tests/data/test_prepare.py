@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from agentrag_verl.cli import main
+from agentrag_verl.data.corpus import load_qa
 from agentrag_verl.data.flashrag import DataSourceError, eval_split, read_qa_file
 from agentrag_verl.data.prepare import PRESETS, SourceSpec, select_rows
 from agentrag_verl.formats import get_format
-from agentrag_verl.testing.corpus import load_qa
 
 QA = load_qa()  # 30 fixture rows
 

@@ -17,7 +17,7 @@ import pytest
 from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
 from agentrag_verl.agent_loops.local_clients import ScriptedLLMClient
 from agentrag_verl.cli import main
-from agentrag_verl.testing.corpus import QA_PATH, load_qa
+from agentrag_verl.data.corpus import QA_PATH, load_qa
 
 QA = {q["question"]: q for q in load_qa()}
 

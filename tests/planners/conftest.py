@@ -7,7 +7,7 @@ import re
 import time
 from typing import Any
 
-from agentrag_verl.testing.corpus import load_qa
+from agentrag_verl.data.corpus import load_qa
 
 QA = {q["question"].strip(): q for q in load_qa()}
 _QUESTION = re.compile(r"Current Question: (.*?)\nCorrect Answer:", re.DOTALL)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from agentrag_verl.cli import main
+from agentrag_verl.data.corpus import QA_PATH
 from agentrag_verl.judges import JudgeClient
 from agentrag_verl.methods.searchp1.planners.generate import (
     PlanCache,
@@ -29,7 +30,6 @@ from agentrag_verl.methods.searchp1.planners.generate import (
     rejected_path,
 )
 from agentrag_verl.testing import FakeOpenAIServer, Fault
-from agentrag_verl.testing.corpus import QA_PATH
 
 from .conftest import QA, PlannerLLM, plan_reply
 

@@ -454,7 +454,7 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
 
     spec = PathSpec.from_lines("gitwildmatch", runtime_env["excludes"])
     assert not spec.match_file("agentrag_verl/data/prepare.py")
-    assert not spec.match_file("agentrag_verl/testing/data/qa.jsonl")
+    assert not spec.match_file("agentrag_verl/data/tiny/qa.jsonl")
     assert spec.match_file("data/hiprag/train.parquet") and spec.match_file(".venv/bin/python")
     assert not any(k.endswith(("_KEY", "_TOKEN", "SECRET", "PASSWORD")) for k in runtime_env["env_vars"])
 

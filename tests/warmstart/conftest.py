@@ -1,5 +1,5 @@
 """Fixtures of the warm-start tests: training rows with the scripted teacher's plans over the fixture corpus
-(``agentrag_verl/testing/data/corpus.jsonl``), served by the real retriever (``retriever_service``)."""
+(``agentrag_verl/data/tiny/corpus.jsonl``), served by the real retriever (``retriever_service``)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from agentrag_verl.testing.tiny_models import FORMAT_TAGS, SPECIAL_TOKENS
+from agentrag_verl.local_cpu.tiny_model import FORMAT_TAGS, SPECIAL_TOKENS
 
 
 @pytest.fixture(scope="module")

@@ -96,7 +96,7 @@ def _training_text() -> list[str]:
     for tag in FORMAT_TAGS:
         lines += [f"<{tag}>", f"</{tag}>", f"<{tag}> text </{tag}>", f"</{tag}>\n\n<{tag}>"]
     try:  # the fixture corpus, when present, gives the vocabulary real words
-        from agentrag_verl.testing import corpus
+        from agentrag_verl.data import corpus
 
         lines += [p.contents for p in corpus.load_corpus()]
         lines += [row["question"] for row in corpus.load_qa()]

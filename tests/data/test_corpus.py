@@ -1,4 +1,4 @@
-"""Tests for the packaged test corpus / QA set and their loader (agentrag_verl.testing.corpus)."""
+"""Tests for the packaged test corpus / QA set and their loader (agentrag_verl.data.corpus)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from agentrag_verl.testing.corpus import (
+from agentrag_verl.data.corpus import (
     CORPUS_PATH,
     QA_PATH,
     Passage,

@@ -1,7 +1,8 @@
-"""A tiny original corpus and QA set for tests, with a loader (stdlib only).
+"""The tiny original corpus and QA set (the local CPU mode's default data), and the validated FlashRAG JSONL
+loaders every QA reader uses (stdlib only).
 
-The files under ``testing/data`` were written for this project (not taken from Wikipedia or any dataset). They
-follow the layouts Search-R1 and FlashRAG use:
+The files under ``agentrag_verl/data/tiny`` were written for this project (not taken from Wikipedia or any
+dataset). They follow the layouts Search-R1 and FlashRAG use:
 
 - ``corpus.jsonl``: one ``{"id": "0", "contents": "\\"Title\\"\\ntext"}`` object per line, i.e. the title in
   double quotes on the first line of ``contents`` and the passage text after the newline.
@@ -16,7 +17,7 @@ on purpose (distractors) and some names are non-ASCII to exercise unicode handli
 
 Example::
 
-    from agentrag_verl.testing.corpus import load_corpus, load_qa, write_corpus, write_qa
+    from agentrag_verl.data.corpus import load_corpus, load_qa, write_corpus, write_qa
 
     corpus_file = write_corpus(load_corpus(), tmp_dir / "corpus.jsonl")  # a path a retriever can index
     qa_file = write_qa(load_qa(), tmp_dir / "qa.jsonl")
@@ -42,7 +43,7 @@ __all__ = [
     "write_qa",
 ]
 
-_DATA_DIR = Path(__file__).resolve().parent / "data"
+_DATA_DIR = Path(__file__).resolve().parent / "tiny"
 CORPUS_PATH = _DATA_DIR / "corpus.jsonl"
 QA_PATH = _DATA_DIR / "qa.jsonl"
 
