@@ -47,6 +47,7 @@ __all__ = [
     "scan_blocks",
     "StrictLexer",
     "build_steps",
+    "render_steps",
     "strip_span",
     "tag_pattern",
 ]
@@ -505,6 +506,44 @@ class StrictLexer:
             end = b.start(1) - 2  # the "</" of the closing tag
             out.append((tag, start, end))
             pos = b.end()
+
+    def word(self, text: str, letters: Mapping[str, str]) -> str | None:
+        """The blocks of ``text`` spelled one letter per tag (``letters``), for a structure rule written as a regex
+        over that alphabet; ``None`` when :meth:`blocks` rejects the text.
+
+        >>> StrictLexer(["think", "answer"]).word("<think>t</think> <answer>a</answer>", {"think": "T", "answer": "A"})
+        'TA'
+        """
+        blocks = self.blocks(text)
+        return None if blocks is None else "".join(letters[tag] for tag, _, _ in blocks)
+
+
+def render_steps(
+    trajectory: Trajectory, layout: Sequence[tuple[str, str, str]], answer: str = "<answer>{}</answer>"
+) -> str:
+    """Canonical text of a tag format whose steps are laid out field by field.
+
+    Args:
+        trajectory: The trajectory to write.
+        layout: ``(step_field, before, after)`` per :class:`Step` field, in writing order; a field that is ``None``
+            is skipped.
+        answer: The answer's layout (``{}`` = the answer), written when the trajectory has one.
+
+    >>> layout = [("reasoning", "<think>", "</think>"), ("query", "<search>", "</search>")]
+    >>> step = Step(kind="search", span=(0, 0), reasoning="r", query="q")
+    >>> render_steps(Trajectory(steps=(step,), answer="a"), layout)
+    '<think>r</think><search>q</search><answer>a</answer>'
+    """
+    parts = [
+        f"{before}{value}{after}"
+        for step in trajectory.steps
+        for name, before, after in layout
+        if (value := getattr(step, name)) is not None
+    ]
+    if trajectory.answer is not None:
+        before, _, after = answer.partition("{}")
+        parts.append(f"{before}{trajectory.answer}{after}")
+    return "".join(parts)
 
 
 def strip_span(text: str, start: int, end: int) -> tuple[str, Span]:

@@ -34,6 +34,7 @@ from agentrag_verl.formats.base import (
     Trajectory,
     as_text,
     build_steps,
+    render_steps,
     scan_blocks,
     tag_pattern,
 )
@@ -46,6 +47,12 @@ _PATTERN = tag_pattern((*_MODEL_TAGS, "information"))
 _STRICT = StrictLexer(_MODEL_TAGS, ("information",))
 _LETTER = {"think": "T", "search": "S", "information": "I", "reflect": "R", "answer": "A"}
 _GRAMMAR = re.compile(r"TRA|T(?:SIR)+A")
+_LAYOUT = (
+    ("reasoning", "<think>", "</think>\n"),
+    ("query", "<search>", "</search>"),
+    ("observation", "\n\n<information>", "</information>\n\n"),
+    ("reflect", "<reflect>", "</reflect>\n"),
+)
 _FIELDS = {"think": "reasoning", "search": "query", "information": "observation", "reflect": "reflect"}
 
 
@@ -58,10 +65,8 @@ def check_format(response: Any) -> bool:
     False
     """
     text = as_text(response)
-    blocks = _STRICT.blocks(text)
-    if blocks is None:
-        return False
-    return _GRAMMAR.fullmatch("".join(_LETTER[tag] for tag, _, _ in blocks)) is not None
+    word = _STRICT.word(text, _LETTER)
+    return word is not None and _GRAMMAR.fullmatch(word) is not None
 
 
 is_valid = check_format
@@ -82,19 +87,7 @@ def parse(response: Any) -> Trajectory:
 
 def render(trajectory: Trajectory) -> str:
     """Canonical multi-stage text."""
-    parts = []
-    for step in trajectory.steps:
-        if step.reasoning is not None:
-            parts.append(f"<think>{step.reasoning}</think>\n")
-        if step.query is not None:
-            parts.append(f"<search>{step.query}</search>")
-        if step.observation is not None:
-            parts.append(f"\n\n<information>{step.observation}</information>\n\n")
-        if step.reflect is not None:
-            parts.append(f"<reflect>{step.reflect}</reflect>\n")
-    if trajectory.answer is not None:
-        parts.append(f"<answer>{trajectory.answer}</answer>")
-    return "".join(parts)
+    return render_steps(trajectory, _LAYOUT)
 
 
 # Appendix B.4, "Instruction for Trained RLM". The extraction wrapped tags in Markdown backticks and joined the

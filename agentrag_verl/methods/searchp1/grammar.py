@@ -48,6 +48,7 @@ from agentrag_verl.formats.base import (
     Trajectory,
     as_text,
     build_steps,
+    render_steps,
     scan_blocks,
     tag_pattern,
 )
@@ -83,6 +84,11 @@ _PATTERN = tag_pattern((*_MODEL_TAGS, "tool_response"))
 _STRICT = StrictLexer(_MODEL_TAGS, ("tool_response",))
 _LETTER = {"reasoning": "R", "tool_call": "C", "tool_response": "O", "answer": "A"}
 _GRAMMAR = re.compile(r"R(?:R|CO)*A")
+_LAYOUT = (
+    ("reasoning", "<reasoning>", "</reasoning>\n"),
+    ("query", "<tool_call>", "</tool_call>"),
+    ("observation", "\n<tool_response>\n", "\n</tool_response>\n"),
+)
 _FIELDS = {"reasoning": "reasoning", "tool_call": "query", "tool_response": "observation"}
 
 
@@ -122,10 +128,8 @@ def valid_format(response: Any) -> bool:
     ...              "<answer>a</answer>")
     True
     """
-    blocks = _STRICT.blocks(as_text(response))
-    if blocks is None:
-        return False
-    return _GRAMMAR.fullmatch("".join(_LETTER[tag] for tag, _, _ in blocks)) is not None
+    word = _STRICT.word(as_text(response), _LETTER)
+    return word is not None and _GRAMMAR.fullmatch(word) is not None
 
 
 def parse(response: Any) -> Trajectory:
@@ -178,17 +182,7 @@ def is_valid(response: Any) -> bool:
 
 def render(trajectory: Trajectory) -> str:
     """Canonical Search-P1 text (observations laid out as :data:`ACTION_SPEC` appends them)."""
-    parts = []
-    for step in trajectory.steps:
-        if step.reasoning is not None:
-            parts.append(f"<reasoning>{step.reasoning}</reasoning>\n")
-        if step.query is not None:
-            parts.append(f"<tool_call>{step.query}</tool_call>")
-        if step.observation is not None:
-            parts.append(f"\n<tool_response>\n{step.observation}\n</tool_response>\n")
-    if trajectory.answer is not None:
-        parts.append(f"<answer>{trajectory.answer}</answer>")
-    return "".join(parts)
+    return render_steps(trajectory, _LAYOUT)
 
 
 # Figure 7 (Appendix D.1). Line breaks restored from the Markdown headings and numbered list; typographic quotes

@@ -47,6 +47,7 @@ from agentrag_verl.formats.base import (
     Trajectory,
     as_text,
     build_steps,
+    render_steps,
     scan_blocks,
     tag_pattern,
 )
@@ -72,6 +73,11 @@ _PATTERN = tag_pattern((*_MODEL_TAGS, "information"))
 _STRICT = StrictLexer(_MODEL_TAGS, ("information",))
 _LETTER = {"think": "T", "search": "S", "information": "I", "answer": "A"}
 _GRAMMAR = re.compile(r"T(?:SIT)*A")
+_LAYOUT = (
+    ("reasoning", "<think>", "</think>\n"),
+    ("query", "<search>", "</search>"),
+    ("observation", "\n\n<information>", "</information>\n\n"),
+)
 _RETRIEVAL_TURN = re.compile(r"TS")
 _RETRIEVAL_TURN_NO_THINK = re.compile(r"T?S")
 _FIELDS = {"think": "reasoning", "search": "query", "information": "observation"}
@@ -87,10 +93,8 @@ def check_format(response: Any) -> bool:
     False
     """
     text = as_text(response)
-    blocks = _STRICT.blocks(text)
-    if blocks is None:
-        return False
-    return _GRAMMAR.fullmatch("".join(_LETTER[tag] for tag, _, _ in blocks)) is not None
+    word = _STRICT.word(text, _LETTER)
+    return word is not None and _GRAMMAR.fullmatch(word) is not None
 
 
 is_valid = check_format
@@ -114,17 +118,7 @@ def parse(response: Any) -> Trajectory:
 
 def render(trajectory: Trajectory) -> str:
     """Canonical Search-R1 text (observations laid out as the environment appends them)."""
-    parts = []
-    for step in trajectory.steps:
-        if step.reasoning is not None:
-            parts.append(f"<think>{step.reasoning}</think>\n")
-        if step.query is not None:
-            parts.append(f"<search>{step.query}</search>")
-        if step.observation is not None:
-            parts.append(f"\n\n<information>{step.observation}</information>\n\n")
-    if trajectory.answer is not None:
-        parts.append(f"<answer>{trajectory.answer}</answer>")
-    return "".join(parts)
+    return render_steps(trajectory, _LAYOUT)
 
 
 def _information_blocks(text: str) -> list[tuple[int, int]]:
@@ -183,8 +177,8 @@ def step_validity(
     queries: list[str] = []
     query_index: list[int | None] = []
     for turn in turns:
-        blocks = _STRICT.blocks(turn)
-        ok = blocks is not None and shape.fullmatch("".join(_LETTER[tag] for tag, _, _ in blocks)) is not None
+        word = _STRICT.word(turn, _LETTER)
+        ok = word is not None and shape.fullmatch(word) is not None
         action = ACTION_SPEC.extract_action(turn)
         if action is not None and action.kind == "search":
             query_index.append(len(queries))
