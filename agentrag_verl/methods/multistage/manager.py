@@ -28,14 +28,14 @@ from agentrag_verl.methods.multistage.parts import (
     MultistageFormat,
     MultistageReward,
     MultistageSearch,
-    fetch_embeddings,
 )
 from agentrag_verl.rewards import parts as P
 from agentrag_verl.rewards.managers.base import options_from_config
 from agentrag_verl.rewards.managers.composed import ComposedRewardManager
 from agentrag_verl.rewards.registration import verl_reward_manager
+from agentrag_verl.tools.embeddings import EmbeddingClient
 
-__all__ = ["MultistageOptions", "MultistageRewardManager", "fetch_embeddings"]
+__all__ = ["MultistageOptions", "MultistageRewardManager"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ class MultistageRewardManager(ComposedRewardManager):
             max_stopword_ratio=o.max_stopword_ratio,
             auxiliary_openers=o.auxiliary_openers,
         )
-        search = MultistageSearch("multistage", o.embedding, o.pairwise, rules) if o.use_search_reward else None
+        embedder = EmbeddingClient.from_config(o.embedding) if o.embedding.get("url") else None
+        search = MultistageSearch("multistage", embedder, o.pairwise, rules) if o.use_search_reward else None
         total = MultistageReward(
             MultistageAnswer(correct, searches, o.stage, o.stage_switch_step, o.beta),
             search,

@@ -1,57 +1,21 @@
 """Multi-stage parts ("Learning When to Search", SPEC §2): staged answer reward r_a, search reward r_s (Eq. 9:
 conciseness, query diversity), format reward r_f, and the total ``r = r_a + r_s + r_f``.
 
-Query embeddings (Eq. 9, RC > 1) come from the retriever's ``POST /encode`` (``embedding.kind: retriever``) or an
-OpenAI-compatible ``POST /embeddings`` (``embedding.kind: openai``), fetched by :func:`fetch_embeddings`.
+Query embeddings (Eq. 9, RC > 1) come from an :class:`~agentrag_verl.tools.embeddings.Embedder` the reward manager
+builds (the retriever's ``POST /encode`` or an OpenAI-compatible ``POST /embeddings``); no part holds HTTP code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from agentrag_verl.formats import Format
 from agentrag_verl.methods.multistage import reward as fn
 from agentrag_verl.rewards.parts.common import JudgeCorrectness
 from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, resolve_format
+from agentrag_verl.tools.embeddings import Embedder
 
-__all__ = ["MultistageAnswer", "MultistageSearch", "MultistageFormat", "MultistageReward", "fetch_embeddings"]
-
-
-async def fetch_embeddings(queries: list[str], embedding: Mapping[str, Any]) -> list[list[float]]:
-    """Embed ``queries`` with the retriever's ``/encode`` or an OpenAI-compatible ``/embeddings`` endpoint.
-
-    Raises:
-        ValueError: ``embedding.url`` is unset or ``kind`` unknown.
-    """
-    import os
-
-    import aiohttp
-
-    kind = embedding.get("kind", "retriever")
-    url = embedding.get("url")
-    if not url:
-        raise ValueError(
-            "Multi-stage search reward needs query embeddings for RC > 1: set reward.reward_kwargs.embedding.url "
-            "(the retriever root, e.g. http://127.0.0.1:8000, or an OpenAI-compatible /v1 root)"
-        )
-    headers = {}
-    key_env = embedding.get("api_key_env")
-    if key_env and os.environ.get(key_env):
-        headers["Authorization"] = f"Bearer {os.environ[key_env]}"
-    timeout = aiohttp.ClientTimeout(total=float(embedding.get("timeout_s", 30)))
-    async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-        if kind == "retriever":
-            async with session.post(url.rstrip("/") + "/encode", json={"queries": queries, "kind": "query"}) as r:
-                r.raise_for_status()
-                return (await r.json())["embeddings"]
-        if kind == "openai":
-            body = {"input": queries, "model": embedding.get("model", "")}
-            async with session.post(url.rstrip("/") + "/embeddings", json=body) as r:
-                r.raise_for_status()
-                data = sorted((await r.json())["data"], key=lambda d: d.get("index", 0))
-                return [d["embedding"] for d in data]
-    raise ValueError(f"Unknown embedding kind {kind!r}; choose one of ['retriever', 'openai']")
+__all__ = ["MultistageAnswer", "MultistageSearch", "MultistageFormat", "MultistageReward"]
 
 
 class MultistageAnswer(Part):
@@ -98,12 +62,13 @@ class MultistageAnswer(Part):
 
 class MultistageSearch(Part):
     """Search reward r_s (Eq. 9): RC ≤ 1: 0 if the query is concise, -1 if not; RC > 1: ``-avg_sim`` of the query
-    embeddings. An unreachable embedding endpoint gives r_s = 0 for the sample (``ms_embedding_errors``); a missing
-    endpoint configuration is an error.
+    embeddings. An unreachable embedding endpoint gives r_s = 0 for the sample (``ms_embedding_errors``); no embedder
+    is an error once a response has two or more queries.
 
     Args:
         format: The grammar whose queries are scored.
-        embedding: ``{"kind": "retriever"|"openai", "url", "model", "api_key_env", "timeout_s"}``.
+        embedder: Embeds the queries (:class:`~agentrag_verl.tools.embeddings.EmbeddingClient`, or any
+            :class:`~agentrag_verl.tools.embeddings.Embedder`).
         pairwise: ``mean`` (text) or ``eq8`` (Eq. 8's N(N-1) denominator).
         rules: Conciseness rules (:class:`~agentrag_verl.methods.multistage.reward.ConcisenessRules`).
     """
@@ -113,12 +78,12 @@ class MultistageSearch(Part):
     def __init__(
         self,
         format: str | Format = "multistage",
-        embedding: Mapping[str, Any] | None = None,
+        embedder: Embedder | None = None,
         pairwise: Literal["mean", "eq8"] = "mean",
         rules: fn.ConcisenessRules | None = None,
     ) -> None:
         self.format = resolve_format(format)
-        self.embedding = dict(embedding or {})
+        self.embedder = embedder
         self.pairwise = pairwise
         self.rules = rules or fn.ConcisenessRules()
 
@@ -126,10 +91,14 @@ class MultistageSearch(Part):
         queries = ctx.trajectory(self.format).queries
         r_s, avg_sim, errors = 0.0, 0.0, 0
         if len(queries) > 1:
+            if self.embedder is None:
+                raise ValueError(
+                    "Multi-stage search reward needs query embeddings for RC > 1: set "
+                    "reward.reward_kwargs.embedding.url (the retriever root, e.g. http://127.0.0.1:8000, or an "
+                    "OpenAI-compatible /v1 root)"
+                )
             try:
-                embeddings = await fetch_embeddings(queries, self.embedding)
-            except ValueError:
-                raise
+                embeddings = await self.embedder.embed(queries)
             except Exception:
                 errors = 1  # endpoint down: r_s = 0 for this sample, counted
             else:
