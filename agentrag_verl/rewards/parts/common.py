@@ -62,7 +62,7 @@ class JudgeCorrectness(Part):
     """LLM-as-judge correctness (multi-stage paper B.4 "Instruction for Judge LLM"): 1.0 if the judge says YES.
 
     No answer scores 0 without a call. A failed verdict is decided by ``fallback`` (SPEC §2 Decision;
-    :func:`agentrag_verl.judges.policy.multistage_is_correct`).
+    :func:`agentrag_verl.methods.multistage.judge.is_correct`).
 
     Args:
         answer: The :class:`AnswerMetrics` part whose extracted answer is judged (and whose metrics the fallback
@@ -87,15 +87,14 @@ class JudgeCorrectness(Part):
         self.judge_name = judge_name
 
     async def compute(self, ctx: RewardContext) -> PartResult:
-        from agentrag_verl.judges import uses
-        from agentrag_verl.judges.policy import multistage_is_correct
+        from agentrag_verl.methods.multistage.judge import correctness_request, is_correct
 
         pred = (await ctx.get(self.answer)).data
         if pred is None:
             return PartResult(value=0.0)
         client = await ctx.judge(self.judge_name, self.judge)
-        verdict = await client.judge(uses.multistage_correctness_request(pred, ctx.record.golds))
-        correct = multistage_is_correct(verdict, pred, ctx.record.golds, self.fallback)
+        verdict = await client.judge(correctness_request(pred, ctx.record.golds))
+        correct = is_correct(verdict, pred, ctx.record.golds, self.fallback)
         return PartResult(value=float(correct), info={"judge_requests": 1.0, "judge_failures": float(not verdict.ok)})
 
 
