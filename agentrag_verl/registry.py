@@ -12,9 +12,15 @@ Discovery (:func:`load_methods`, called by the first lookup of an unknown name) 
 2. any package under ``agentrag_verl/methods/`` that the entry points did not name (a source checkout that was
    never installed has no entry points).
 
+A method's name is its entry-point name, or its folder name under ``agentrag_verl/methods/``. The shared machinery
+reaches a method's other modules by that name (:func:`method_module`), never by importing it: the evaluation finds
+HiPRAG's step judges with ``method_module("hiprag", "judge")``.
+
 >>> load_methods()
 >>> reward_manager_names()
 ['searchr1', 'autosearch', 'hiprag', 'multistage', 'searchp1']
+>>> method_module("hiprag", "judge").__name__
+'agentrag_verl.methods.hiprag.judge'
 """
 
 from __future__ import annotations
@@ -22,10 +28,13 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
+from types import ModuleType
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "load_methods",
+    "method_names",
+    "method_module",
     "register_reward_manager",
     "reward_manager_names",
     "reward_manager_target",
@@ -39,6 +48,7 @@ ENTRY_POINT_GROUP = "agentrag_verl.methods"
 
 _BUILTIN_PACKAGE = "agentrag_verl.methods"
 _MANAGERS: dict[str, str] = {}
+_PACKAGES: dict[str, str] = {}
 _loaded = False
 
 
@@ -62,17 +72,19 @@ def load_methods() -> None:
     if _loaded:
         return
     _loaded = True
-    names: list[str] = []
+    packages: list[tuple[str, str]] = []
     try:
         from importlib.metadata import entry_points
 
-        names = [ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)]
+        packages = [(ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
     except Exception:  # broken metadata must not hide the built-in methods
         logger.warning("agentrag-verl: reading the %s entry points failed", ENTRY_POINT_GROUP, exc_info=True)
     builtin = importlib.import_module(_BUILTIN_PACKAGE)
-    names += [f"{_BUILTIN_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
-    for name in dict.fromkeys(names):
-        importlib.import_module(name)
+    packages += [(m.name, f"{_BUILTIN_PACKAGE}.{m.name}") for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
+    for name, package in packages:
+        _PACKAGES.setdefault(name.strip().lower(), package)
+    for package in dict.fromkeys(package for _, package in packages):
+        importlib.import_module(package)
 
 
 def reward_manager_names() -> list[str]:
@@ -104,3 +116,31 @@ def reward_manager_class(name: str) -> type:
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def method_names() -> list[str]:
+    """Names of the discovered methods, in discovery order."""
+    load_methods()
+    return list(_PACKAGES)
+
+
+def method_module(method: str, module: str) -> ModuleType:
+    """Import and return ``module`` of the method package named ``method`` (e.g. ``("hiprag", "judge")``).
+
+    Raises:
+        ValueError: Unknown method (the message lists the discovered ones), or the method has no such module.
+    """
+    load_methods()
+    key = str(method).strip().lower()
+    if key not in _PACKAGES:
+        raise ValueError(
+            f"Unknown method {method!r}; choose one of {list(_PACKAGES)} (a folder under agentrag_verl/methods/ or "
+            f"a package named in the {ENTRY_POINT_GROUP!r} entry points)."
+        )
+    target = f"{_PACKAGES[key]}.{module}"
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as e:
+        if e.name != target:
+            raise
+        raise ValueError(f"Method {method!r} has no module {module!r} ({target} does not exist).") from None

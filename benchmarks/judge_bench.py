@@ -144,11 +144,11 @@ def step_counts(trajectories: int, mean_steps: int, variable: bool, seed: int = 
 
 
 def build_requests(counts: list[int], tag: str) -> list[list[Any]]:
-    from agentrag_verl.judges import uses
+    from agentrag_verl.methods.hiprag.judge import under_search_request
 
     return [
         [
-            uses.hiprag_under_search_request(
+            under_search_request(
                 f"[{tag}] Trajectory {t}, step {s}: the film was released in {1950 + s} by its director.",
                 f"So the director of film {t} was active in {1950 + s}.",
             )

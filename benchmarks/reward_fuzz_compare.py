@@ -66,8 +66,8 @@ class FakeJudge:
         text = " ".join(str(m.get("content", "")) for m in request.messages)
         h = _h(text)
         parser = getattr(request.parser, "__name__", "")
-        if parser == "parse_searchp1_evaluation":
-            from agentrag_verl.judges import SearchP1Evaluation
+        if parser == "parse_evaluation":  # Search-P1 Figure 9
+            from agentrag_verl.methods.searchp1.judge import SearchP1Evaluation
 
             value = SearchP1Evaluation(
                 [0.2, 0.6, 1.0, 1.2][h % 4], 1 + h % 3, h % 3, (h >> 3) % 3, [0.0, 0.5, 1.0][(h >> 5) % 3], 0.5

@@ -55,7 +55,8 @@ class SearchLoopConfig:
     """Which part of an over-long observation is dropped: ``right`` keeps the start (first passages),
     ``left`` keeps the end, ``middle`` keeps both ends."""
     reanswers: bool = False
-    """HiPRAG over-search re-answers (§3.2): the policy answers each search query as a standalone question."""
+    """HiPRAG over-search re-answers (§3.2): the policy answers each search query as a standalone question, with the
+    format's ``reanswer`` prompt (HiPRAG's when the format has none)."""
     reanswer_max_tokens: int = 128
     """Token cap of one re-answer."""
     intermediate_answers: bool = False

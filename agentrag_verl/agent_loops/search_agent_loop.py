@@ -45,7 +45,6 @@ from agentrag_verl.agent_loops.config import SearchLoopConfig
 from agentrag_verl.agent_loops.steps import step_record
 from agentrag_verl.formats import Format, get_format
 from agentrag_verl.formats.base import format_docs
-from agentrag_verl.judges.prompts import HIPRAG_REANSWER_TEMPLATE
 from agentrag_verl.metrics import extract_answer
 from agentrag_verl.tools.retriever_client import RetrievalError, doc_id, get_retriever_client
 
@@ -344,7 +343,8 @@ class SearchAgentLoop(AgentLoopBase):
         if future is None:
             future = asyncio.get_running_loop().create_future()
             scope.cache[key] = future
-            messages = [{"role": "user", "content": HIPRAG_REANSWER_TEMPLATE.format(query=query)}]
+            prompt = self.format.prompts.get("reanswer") or get_format("hiprag").prompts["reanswer"]
+            messages = prompt.messages("", query=query)
             try:
                 text = await self.aux_generate(state, messages, params)
             except Exception as e:  # the trajectory must not fail because of an auxiliary generation

@@ -29,8 +29,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentrag_verl.judges.prompts import HIPRAG_OVER_SEARCH_SYSTEM, HIPRAG_UNDER_SEARCH_SYSTEM
+from agentrag_verl.judges.prompts import ANSWER_SEPARATOR
 from agentrag_verl.metrics import normalize_answer
+from agentrag_verl.registry import method_module
 
 __all__ = ["equivalent", "verdict", "StandInJudge", "MODEL_NAME"]
 
@@ -74,20 +75,19 @@ def verdict(messages: list[dict[str, Any]]) -> str:
     Raises:
         ValueError: The request is not one of the prompts this stand-in answers (message says which it is).
     """
+    hiprag = method_module("hiprag", "judge")  # the prompts are HiPRAG's own (Figures 5-6)
     system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
     user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
-    if system == HIPRAG_OVER_SEARCH_SYSTEM:
+    if system == hiprag.OVER_SEARCH_SYSTEM:
         m = _STATEMENTS.search(user)
         if not m:
             raise ValueError("over-search request without 'Statement 1: ...\\nStatement 2: ...'")
         return f"<answer>{equivalent(m.group(1), m.group(2))}</answer>"
-    if system == HIPRAG_UNDER_SEARCH_SYSTEM:
+    if system == hiprag.UNDER_SEARCH_SYSTEM:
         raise ValueError(
             "this stand-in judge does not verify facts (HiPRAG Figure 6 needs world knowledge); set "
             "reward.reward_kwargs.under_search_detector=false (the 'over-search only' ablation)"
         )
-    from agentrag_verl.judges.prompts import ANSWER_SEPARATOR
-
     pred, refs = _PREDICTION.search(user), _REFERENCES.search(user)
     if pred and refs:
         p = normalize_answer(pred.group(1))

@@ -7,13 +7,14 @@ Per question (:func:`question_metrics`), from the model's response and the agent
   parser extracts from model text, so an answer inside retrieved passages never counts);
 - ``format_ok``: the format's ``is_valid`` (Search-P1 Table 6 format compliance);
 - ``n_search``: retrieval steps (RC / search depth SD): the search actions the environment answered with an
-  observation, an empty query included, counted by :mod:`agentrag_verl.agent_loops.steps` as the AutoSearch reward
-  counts them (without step records: ``agentrag_num_searches``, else the parse);
-- AutoSearch ``t_c`` (Eq. 6, :func:`agentrag_verl.methods.autosearch.reward.optimal_depth`) and
-``autosearch_over_search``
-  (the question was answered correctly by an intermediate answer before the final search step), over the same
-  retrieval steps, for the ``autosearch`` format (whose loop writes intermediate answers) and any run that produced
-  intermediate answers.
+  observation, an empty query included, counted by :mod:`agentrag_verl.agent_loops.steps` (without step records:
+  ``agentrag_num_searches``, else the parse);
+- ``autosearch``: the intermediate answers' EM, ``t_c`` (Eq. 6) and ``over_search`` (the question was answered
+  correctly by an intermediate answer before the final retrieval step), for the ``autosearch`` format (whose loop
+  writes intermediate answers) and any run that produced intermediate answers. They are the AutoSearch reward's own
+  step view (``step_view`` of :mod:`agentrag_verl.methods.autosearch.parts`, found by name through
+  :func:`agentrag_verl.registry.method_module`), so the evaluation reports what the reward scores: on the Search-R1
+  grammar its retrieval steps are the response's ``<information>`` turns.
 
 Aggregated per dataset (:func:`aggregate`):
 
@@ -44,12 +45,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentrag_verl.agent_loops.steps import intermediate_answers, retrieval_step_count
+from agentrag_verl.agent_loops.steps import retrieval_step_count
 from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
+from agentrag_verl.registry import method_module
 
 __all__ = [
     "question_metrics",
-    "autosearch_over_search",
     "search_efficiency",
     "aggregate",
     "TABLE_COLUMNS",
@@ -73,24 +74,6 @@ TABLE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("tokens", "Tokens/q", False),
 )
 """``(metric key, column title, shown as a percentage)`` of the summary tables, in order."""
-
-
-def autosearch_over_search(intermediate_em: Sequence[float | bool]) -> tuple[int, bool]:
-    """``(t_c, over_search)``: AutoSearch's optimal depth (Eq. 6) and whether an intermediate answer was already
-    correct before the final retrieval step (the OSR event, AutoSearch §5.1).
-
-    Args:
-        intermediate_em: EM of the intermediate answer after each retrieval step, in order.
-
-    >>> autosearch_over_search([0, 1, 1])  # correct after step 2 of 3: step 3 was redundant
-    (2, True)
-    >>> autosearch_over_search([0, 0, 1]), autosearch_over_search([])
-    ((3, False), (-1, False))
-    """
-    from agentrag_verl.methods.autosearch.reward import optimal_depth
-
-    t_c = optimal_depth(intermediate_em)
-    return t_c, 0 < t_c < len(intermediate_em)
 
 
 def question_metrics(
@@ -129,10 +112,8 @@ def question_metrics(
     }
     if fields.get(_INTERMEDIATE) or format_name.strip().lower() == "autosearch":
         # an AutoSearch run that never searched cannot have over-searched, but it counts in the OSR denominator
-        answers, _ = intermediate_answers(fields, out["n_search"])
-        inter_em = [exact_match(a, golds) for a in answers]
-        t_c, over = autosearch_over_search(inter_em)
-        out["autosearch"] = {"intermediate_em": inter_em, "t_c": t_c, "over_search": over}
+        view = method_module("autosearch", "parts").step_view(fmt, response, golds, fields, trajectory=traj)
+        out["autosearch"] = {"intermediate_em": view.intermediate_em, "t_c": view.t_c, "over_search": view.over_search}
     return out
 
 

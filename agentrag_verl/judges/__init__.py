@@ -1,14 +1,14 @@
-"""LLM judges shared by every reward: one async, cached, fault-tolerant client, the papers' prompts and parsers.
+"""LLM judges shared by every reward: one async, cached, fault-tolerant client and the helpers every judge uses.
 
 - :class:`JudgeConfig` / :class:`JudgeClient` (``judges.config``, ``judges.client``): any OpenAI-compatible
   endpoint; bounded concurrency, timeouts, retries with backoff, in-flight dedup, memory/disk cache, metrics.
-- ``judges.prompts``: HiPRAG Figures 5-6, the multi-stage judge instruction (B.4), ReasonRAG Figure 14,
-  Search-P1 Figures 8-9.
-- ``judges.parsers``: ``<answer>True|False</answer>``, YES/NO, ``So the score is X``, Search-P1 JSON and planner.
-- ``judges.uses``: a :class:`JudgeRequest` builder per paper use (prompt + parser).
-- ``judges.policy``: what a failed verdict means per use (HiPRAG ``exclude`` / ``optimal`` / ``suboptimal``, ...).
+- ``judges.prompts``: the chat :data:`~agentrag_verl.judges.prompts.Message`, template slots, gold-answer formatting.
+- ``judges.parsers``: :class:`ParseError`, ``strip_reasoning`` (``<think>`` blocks), lenient JSON loading.
+- ``judges.policy``: ``choose_policy``, reading a failure-policy option against its enum.
 
-Importing this package imports neither ``openai`` nor torch; the client imports ``openai`` when constructed.
+Each paper's judge (its prompts by figure number, verdict parser, :class:`JudgeRequest` builder and what a failed
+verdict means) is in its method folder, ``agentrag_verl/methods/<paper>/judge.py``; this package imports no method.
+Importing it imports neither ``openai`` nor torch; the client imports ``openai`` when constructed.
 """
 
 from __future__ import annotations
@@ -24,11 +24,6 @@ _EXPORTS = {
     "Verdict": "client",
     "ERROR_KINDS": "client",
     "ParseError": "parsers",
-    "SearchP1Evaluation": "parsers",
-    "ReferencePlan": "parsers",
-    "HipragErrorPolicy": "policy",
-    "CorrectnessFallback": "policy",
-    "ProcessScoreFallback": "policy",
 }
 
 __all__ = sorted(_EXPORTS)

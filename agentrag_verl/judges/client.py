@@ -116,7 +116,8 @@ class JudgeUnavailableError(RuntimeError):
 class JudgeRequest(Generic[T]):
     """One judge call: chat messages and the parser that turns the reply into a verdict value.
 
-    Build them with :mod:`agentrag_verl.judges.uses` (e.g. ``hiprag_over_search_request``) or by hand.
+    Each method's ``judge.py`` builds its own (e.g. :func:`agentrag_verl.methods.hiprag.judge.over_search_request`),
+    or build one by hand.
 
     Attributes:
         messages: Chat messages ``[{"role": ..., "content": ...}, ...]``.

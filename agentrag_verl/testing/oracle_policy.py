@@ -22,12 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 from agentrag_verl.agent_loops.local_clients import ScriptedLLMClient
-from agentrag_verl.agent_loops.search_agent_loop import HIPRAG_REANSWER_TEMPLATE, SearchAgentLoop, question_of
+from agentrag_verl.agent_loops.search_agent_loop import SearchAgentLoop, question_of
 from agentrag_verl.formats import get_format
 
 __all__ = ["OracleAgentLoop", "oracle_reply"]
 
-_REANSWER_MARK = HIPRAG_REANSWER_TEMPLATE.split("{query}")[0].strip()
+_REANSWER_MARK = get_format("hiprag").prompts["reanswer"].user.split("{query}")[0].strip()
 _INTERMEDIATE_MARK = get_format("searchr1").prompts["intermediate_answer"].user.split("\n")[0]
 
 

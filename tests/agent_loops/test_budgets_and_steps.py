@@ -15,8 +15,9 @@ from omegaconf import OmegaConf
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.steps import search_step_reanswers
 from agentrag_verl.formats import get_format
-from agentrag_verl.judges import SearchP1Evaluation, Verdict
+from agentrag_verl.judges import Verdict
 from agentrag_verl.methods.hiprag.parts import HipragStepOptimality
+from agentrag_verl.methods.searchp1.judge import SearchP1Evaluation
 from agentrag_verl.registry import reward_manager_class
 from agentrag_verl.rewards.parts import RewardContext
 from agentrag_verl.rewards.record import Sample

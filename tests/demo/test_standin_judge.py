@@ -7,7 +7,9 @@ import asyncio
 import pytest
 
 from agentrag_verl.demo.standin_judge import StandInJudge, equivalent
-from agentrag_verl.judges import JudgeClient, uses
+from agentrag_verl.judges import JudgeClient
+from agentrag_verl.methods.hiprag import judge as hiprag
+from agentrag_verl.methods.multistage import judge as multistage
 
 
 @pytest.mark.parametrize(
@@ -36,11 +38,11 @@ def test_judge_client_against_the_stand_in():
                 await client.check()
                 over, same, correct, wrong, under = await client.judge_many(
                     [
-                        uses.hiprag_over_search_request("The capital of Italy is Rome.", "Rome is Italy's capital."),
-                        uses.hiprag_over_search_request("The capital of Italy is Rome.", "It is Milan."),
-                        uses.multistage_correctness_request("It was Jory Pendle", ["Jory Pendle", "Pendle"]),
-                        uses.multistage_correctness_request("Fenwick", ["Kessrow"]),
-                        uses.hiprag_under_search_request("I know this.", "The capital of Italy is Rome."),
+                        hiprag.over_search_request("The capital of Italy is Rome.", "Rome is Italy's capital."),
+                        hiprag.over_search_request("The capital of Italy is Rome.", "It is Milan."),
+                        multistage.correctness_request("It was Jory Pendle", ["Jory Pendle", "Pendle"]),
+                        multistage.correctness_request("Fenwick", ["Kessrow"]),
+                        hiprag.under_search_request("I know this.", "The capital of Italy is Rome."),
                     ]
                 )
             finally:

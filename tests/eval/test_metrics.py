@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentrag_verl.eval.metrics import aggregate, autosearch_over_search, question_metrics, search_efficiency
+from agentrag_verl.eval.metrics import aggregate, question_metrics, search_efficiency
+from agentrag_verl.methods.autosearch.parts import AutoSearchSteps
+from agentrag_verl.rewards.parts import RewardContext
+from agentrag_verl.rewards.record import Sample
 
 
 def rec(dataset, em, cem, f1, ok, n_search, policy, aux=0, **extra):
@@ -141,6 +144,12 @@ def test_question_metrics_reads_the_format_and_the_loop_fields():
     assert bad["format_ok"] is False  # Search-R1 text is not HiPRAG's grammar
 
 
+def searchr1_response(n_search: int) -> str:
+    """A Search-R1 response with ``n_search`` retrieval turns (each followed by ``<information>``), then the answer."""
+    turns = "".join(f"<think>t{i}</think><search>q{i}</search><information>d{i}</information>" for i in range(n_search))
+    return turns + "<think>x</think><answer>Paris</answer>"
+
+
 def test_autosearch_intermediate_answers_map_to_search_steps():
     steps = [{"kind": "search"}, {"kind": "invalid"}, {"kind": "search"}, {"kind": "search"}, {"kind": "answer"}]
     inter = [
@@ -149,14 +158,46 @@ def test_autosearch_intermediate_answers_map_to_search_steps():
         {"step": 3, "answer": "Paris"},
     ]
     fields = {"agentrag_steps": steps, "agentrag_intermediate_answers": inter, "agentrag_num_searches": 3}
-    m = question_metrics("autosearch", "<think>x</think><answer>Paris</answer>", ["Paris"], fields)
+    m = question_metrics("autosearch", searchr1_response(3), ["Paris"], fields)
     assert m["autosearch"] == {"intermediate_em": [0.0, 1.0, 1.0], "t_c": 2, "over_search": True}
     # An AutoSearch run without searches counts in the OSR denominator as "not over-searched".
     none = question_metrics("autosearch", "<think>x</think><answer>Paris</answer>", ["Paris"], {})
     assert none["autosearch"] == {"intermediate_em": [], "t_c": -1, "over_search": False}
 
 
-def test_autosearch_over_search_event():
-    assert autosearch_over_search([1]) == (1, False)  # correct after the only (= last) search
-    assert autosearch_over_search([1, 0]) == (1, True)
-    assert autosearch_over_search([0, 0]) == (-1, False)
+@pytest.mark.parametrize(
+    ("answers", "t_c", "over_search"),
+    [
+        (["Paris"], 1, False),  # correct after the only (= last) search
+        (["Paris", "Lyon"], 1, True),  # correct after search 1 of 2: search 2 was redundant
+        (["Lyon", "Lyon"], -1, False),  # never correct
+    ],
+)
+def test_autosearch_over_search_event(answers, t_c, over_search):
+    fields = {"agentrag_intermediate_answers": [{"step": i, "answer": a} for i, a in enumerate(answers)]}
+    m = question_metrics("autosearch", searchr1_response(len(answers)), ["Paris"], fields)
+    assert (m["autosearch"]["t_c"], m["autosearch"]["over_search"]) == (t_c, over_search)
+
+
+@pytest.mark.parametrize(
+    ("response", "fields"),
+    [
+        (searchr1_response(2), {"agentrag_intermediate_answers": [{"step": 0, "answer": "Paris"}]}),
+        # the step records say three searches but the response has no <information> turn (a response cut short):
+        # the reward counts the response's retrieval turns (none), and so does the evaluation
+        (
+            "<think>x</think><answer>Paris</answer>",
+            {
+                "agentrag_steps": [{"kind": "search"}] * 3 + [{"kind": "answer"}],
+                "agentrag_intermediate_answers": [{"step": i, "answer": "Paris"} for i in range(3)],
+            },
+        ),
+    ],
+)
+async def test_autosearch_metrics_are_the_rewards_step_view(response, fields):
+    """t_c and the over-search event are what the AutoSearch reward's own step view computes."""
+    m = question_metrics("autosearch", response, ["Paris"], fields)
+    result = await RewardContext(Sample(response, ["Paris"], extra_fields=fields)).get(AutoSearchSteps("autosearch"))
+    assert m["autosearch"]["t_c"] == result.info["as_t_c"] == result.data.t_c
+    assert float(m["autosearch"]["over_search"]) == result.info["as_over_search"]
+    assert m["autosearch"]["intermediate_em"] == result.data.intermediate_em

@@ -12,10 +12,14 @@ import warnings
 
 import pytest
 
-from agentrag_verl.judges import uses
 from agentrag_verl.judges.client import ERROR_KINDS, JudgeClient, JudgeRequest, JudgeUnavailableError
 from agentrag_verl.judges.config import JudgeConfig, JudgeConfigError
-from agentrag_verl.judges.parsers import SearchP1Evaluation, parse_true_false
+from agentrag_verl.methods.hiprag import judge as hiprag
+from agentrag_verl.methods.hiprag.judge import parse_true_false
+from agentrag_verl.methods.multistage import judge as multistage
+from agentrag_verl.methods.reasonrag import judge as reasonrag
+from agentrag_verl.methods.searchp1 import judge as searchp1
+from agentrag_verl.methods.searchp1.judge import SearchP1Evaluation
 from agentrag_verl.testing.openai_server import DEFAULT_MODEL, FakeOpenAIServer, Fault
 
 pytest.importorskip("openai", reason="needs the openai client (pip install agentrag-verl[judge])")
@@ -47,7 +51,7 @@ BACKENDS = pytest.mark.parametrize("backend", ["auto", "aiohttp-raw"])
 
 
 def step(i: int) -> JudgeRequest[bool]:
-    return uses.hiprag_under_search_request(f"reasoning {i}", f"conclusion {i}")
+    return hiprag.under_search_request(f"reasoning {i}", f"conclusion {i}")
 
 
 def completion_calls(server: FakeOpenAIServer) -> int:
@@ -77,12 +81,12 @@ async def test_every_paper_use_round_trips_over_http(fake_openai_server):
 
     fake_openai_server.reset(replies=reply)
     requests = [
-        uses.hiprag_over_search_request("Paris.", "It is Paris."),
-        uses.hiprag_under_search_request("Einstein was born in 1900.", "He was 5 in 1905."),
-        uses.multistage_correctness_request("Paris", ["paris"]),
-        uses.reasonrag_process_score_request("q", ["a"], "So the answer is <answer>a</answer>"),
-        uses.searchp1_evaluation_request("q", ["a"], "plan", ["q one"], "trajectory"),
-        uses.searchp1_planner_request("q", ["a"]),
+        hiprag.over_search_request("Paris.", "It is Paris."),
+        hiprag.under_search_request("Einstein was born in 1900.", "He was 5 in 1905."),
+        multistage.correctness_request("Paris", ["paris"]),
+        reasonrag.process_score_request("q", ["a"], "So the answer is <answer>a</answer>"),
+        searchp1.evaluation_request("q", ["a"], "plan", ["q one"], "trajectory"),
+        searchp1.planner_request("q", ["a"]),
     ]
     async with make_client(fake_openai_server) as client:
         verdicts = await client.judge_many(requests)

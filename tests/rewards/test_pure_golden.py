@@ -178,7 +178,7 @@ def test_searchp1_outcome_eq8_and_total_eq4():
 
 
 def test_searchp1_accepts_alg3_names_and_evaluation_dataclass():
-    from agentrag_verl.judges import SearchP1Evaluation
+    from agentrag_verl.methods.searchp1.judge import SearchP1Evaluation
 
     alg3 = {"planner_score": 1.0, "model_plan_steps": 4, "eff_steps_self": 3, "eff_steps_ref": 2}
     assert searchp1.path_reward(alg3, 3, 5) == pytest.approx(0.45)

@@ -20,10 +20,12 @@ is not defined (:class:`AutoSearchStepFormat` refuses it).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentrag_verl.agent_loops.steps import intermediate_answers, retrieval_step_count, step_positions
-from agentrag_verl.formats import Format
+from agentrag_verl.formats import Format, Trajectory
 from agentrag_verl.methods.autosearch import reward as fn
 from agentrag_verl.metrics import exact_match, f1_score
 from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, resolve_format
@@ -39,6 +41,7 @@ __all__ = [
     "AutoSearchStepRewards",
     "over_search_penalty",
     "StepView",
+    "step_view",
     "intermediate_answers",
     "step_positions",
 ]
@@ -62,6 +65,19 @@ class StepView:
     """Eq. 6: first retrieval step with an exact-match intermediate answer, -1 if none."""
     positions: list[int]
     """Token index of each retrieval step's end, then the answer step's (-1 = last token)."""
+    missing_intermediate: int = 0
+    """Retrieval steps without an intermediate answer."""
+    fallback_placement: bool = False
+    """Some positions fell back to the last token (the step records do not match the response's turns)."""
+
+    @property
+    def over_search(self) -> bool:
+        """t_c precedes the last retrieval step: the answer was right before the final search (AutoSearch §5.1 OSR).
+
+        >>> StepView(3, None, None, [0.0, 1.0, 1.0], [0.0, 1.0, 1.0], 2, [-1] * 4).over_search
+        True
+        """
+        return 0 < self.t_c < self.n_retrieval
 
     def place(self, rewards: list[float]) -> list[tuple[int, float]]:
         """``[(position, reward), ...]`` for ``T`` rewards, or ``T - 1`` retrieval-step rewards.
@@ -71,6 +87,59 @@ class StepView:
         ([(4, 0.35), (9, 1.1)], [(4, 0.35)])
         """
         return list(zip(self.positions[: len(rewards)], rewards, strict=True))
+
+
+def step_view(
+    format: str | Format,
+    response: str,
+    golds: Sequence[str],
+    extra_fields: Mapping[str, Any] | None,
+    *,
+    repeat_threshold: float = 0.8,
+    require_think: bool = True,
+    trajectory: Trajectory | None = None,
+) -> StepView:
+    """One trajectory as AutoSearch's steps (:class:`StepView`): the retrieval steps, their intermediate answers'
+    EM / F1, t_c (Eq. 6) and the step-end positions. What :class:`AutoSearchSteps` scores, and what the evaluation's
+    t_c and OSR report.
+
+    On the Search-R1 grammar the retrieval steps are the response's ``<information>`` turns with their Eq. 1
+    validity (:func:`agentrag_verl.methods.searchr1.grammar.step_validity`); on any other grammar they are the
+    parsed search steps. Intermediate answers and positions are mapped to them by
+    :mod:`agentrag_verl.agent_loops.steps`.
+
+    Args:
+        format: The grammar (name or object).
+        response: The decoded response.
+        golds: The gold answers.
+        extra_fields: The agent loop's ``extra_fields`` (``{}`` for a bare response).
+        repeat_threshold: TF-IDF cosine above which a query repeats an earlier one (Eq. 1 invalid step).
+        require_think: A retrieval step must open with ``<think>`` (Search-R1 grammar).
+        trajectory: ``format``'s parse of ``response``, if already done (other grammars).
+
+    >>> fields = {"agentrag_intermediate_answers": [{"step": 0, "answer": "Paris"}]}
+    >>> view = step_view("searchr1", "<think>a</think><search>q</search><information>d</information>"
+    ...                  "<think>b</think><answer>Paris</answer>", ["Paris"], fields)
+    >>> view.n_retrieval, view.intermediate_em, view.t_c, view.over_search
+    (1, [1.0], 1, False)
+    """
+    from agentrag_verl.methods.searchr1.grammar import step_validity
+
+    fmt = resolve_format(format)
+    step_valid: list[bool] | None = None
+    final_valid: bool | None = None
+    if fmt.name == "searchr1":
+        validity = step_validity(response, repeat_threshold=repeat_threshold, require_think=require_think)
+        step_valid, final_valid = validity[:-1], validity[-1]
+        n = len(step_valid)
+    else:
+        n = (trajectory if trajectory is not None else fmt.parse(response)).num_searches
+    answers, missing = intermediate_answers(extra_fields, n)
+    inter_em = [exact_match(a, golds) for a in answers]
+    inter_f1 = [f1_score(a, golds) for a in answers]
+    positions, fallback = step_positions(extra_fields, n)
+    t_c = fn.optimal_depth(inter_em)
+    return StepView(n, step_valid, final_valid, inter_em, inter_f1, t_c, positions, missing, fallback)
 
 
 class AutoSearchSteps(Part):
@@ -96,40 +165,32 @@ class AutoSearchSteps(Part):
         return self.format.name == "searchr1"
 
     async def compute(self, ctx: RewardContext) -> PartResult:
-        from agentrag_verl.methods.searchr1.grammar import step_validity
-
         record = ctx.record
-        step_valid: list[bool] | None = None
-        final_valid: bool | None = None
-        if self.has_step_validity:
-            validity = step_validity(
-                record.response, repeat_threshold=self.repeat_threshold, require_think=self.require_think
-            )
-            step_valid, final_valid = validity[:-1], validity[-1]
-            n = len(step_valid)
-        else:
-            n = ctx.trajectory(self.format).num_searches
-        answers, missing = intermediate_answers(record.extra_fields, n)
-        inter_em = [exact_match(a, record.golds) for a in answers]
-        inter_f1 = [f1_score(a, record.golds) for a in answers]
-        positions, fallback = step_positions(record.extra_fields, n)
-        if fallback and record.has_agent_fields:
+        view = step_view(
+            self.format,
+            record.response,
+            record.golds,
+            record.extra_fields,
+            repeat_threshold=self.repeat_threshold,
+            require_think=self.require_think,
+            trajectory=None if self.has_step_validity else ctx.trajectory(self.format),
+        )
+        n = view.n_retrieval
+        if view.fallback_placement and record.has_agent_fields:
             logger.warning(
                 "AutoSearch: the agent loop recorded %s retrieval steps but the response has %d; the rewards of "
                 "unmatched steps go to the last token (counted in as_fallback_placement)",
                 retrieval_step_count(record.extra_fields),
                 n,
             )
-        t_c = fn.optimal_depth(inter_em)
         info = {
-            "as_t_c": float(t_c),
+            "as_t_c": float(view.t_c),
             "as_steps": float(n + 1),
-            "as_over_search": float(0 < t_c < n),
-            "as_missing_intermediate": float(missing),
-            "as_fallback_placement": float(fallback),
+            "as_over_search": float(view.over_search),
+            "as_missing_intermediate": float(view.missing_intermediate),
+            "as_fallback_placement": float(view.fallback_placement),
         }
-        view = StepView(n, step_valid, final_valid, inter_em, inter_f1, t_c, positions)
-        return PartResult(value=float(t_c), info=info, data=view)
+        return PartResult(value=float(view.t_c), info=info, data=view)
 
 
 class AutoSearchStepFormat(Part):

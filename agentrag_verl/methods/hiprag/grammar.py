@@ -1,8 +1,9 @@
 """HiPRAG's parsable step format (HiPRAG: Hierarchical Process Rewards for Efficient Agentic RAG, Wu et al.).
 
 Implements Section 3.1, the format checker F(T) of **Algorithms 2 and 3** (Appendix C), the rollout of
-Algorithm 1 (with the deviation below), and the system prompt of **Figure 4** (Appendix D). Decisions:
-``docs/decisions.md#hiprag``.
+Algorithm 1 (with the deviation below), the system prompt of **Figure 4** (Appendix D) and the policy's
+over-search re-answer prompt (§3.2; the judges' Figures 5-6 are in :mod:`agentrag_verl.methods.hiprag.judge`).
+Decisions: ``docs/decisions.md#hiprag``.
 
 Grammar: exactly one ``<think>`` holding one or more ``<step>`` blocks, then ``<answer>``. A search step is
 ``<reasoning> <search> <context> <conclusion>``, a non-search step ``<reasoning> <conclusion>``; ``<context>``
@@ -64,6 +65,7 @@ __all__ = [
     "SYSTEM_PROMPT",
     "PROMPT",
     "COMPACT_PROMPT",
+    "REANSWER_PROMPT",
     "ACTION_SPEC",
     "FORMAT",
 ]
@@ -321,6 +323,17 @@ COMPACT_PROMPT = PromptTemplate(
     user="Question: {question}",
 )
 
+REANSWER_PROMPT = PromptTemplate(
+    name="reanswer",
+    source=(
+        "HiPRAG §3.2 over-search detection: the policy re-answers a search step's query asked standalone (the "
+        "authors' wording); its answer o' goes to the Figure 5 judge (agentrag_verl.methods.hiprag.judge)"
+    ),
+    user="Please answer the following question or provide relevant information to the statement: {query}",
+)
+"""The policy prompt for the over-search re-answer ``o'`` of a query ``q`` (slot ``query``); the agent loop sends
+it (wrapped in the policy's chat template) when ``reanswers`` is on. Not a judge prompt."""
+
 ACTION_SPEC = ActionSpec(
     stop=("</search>", "</answer>"),
     search_tags=("<search>", "</search>"),
@@ -344,5 +357,5 @@ FORMAT = Format(
     render=render,
     action_spec=ACTION_SPEC,
     prompt=PROMPT,
-    prompts={"hiprag": PROMPT, "hiprag_compact": COMPACT_PROMPT},
+    prompts={"hiprag": PROMPT, "hiprag_compact": COMPACT_PROMPT, "reanswer": REANSWER_PROMPT},
 )

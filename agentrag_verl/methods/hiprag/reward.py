@@ -14,7 +14,7 @@ Decisions (SPEC §1), each a parameter:
   bonus is 0.
 - Judge failures: a step whose verdict failed is passed here as ``None``; :func:`count_optimal_steps` drops it
   from numerator and denominator (policy ``exclude``). The policies ``optimal`` / ``suboptimal`` are applied
-  before, by :func:`agentrag_verl.judges.policy.hiprag_step_optimal`.
+  before, by :func:`agentrag_verl.methods.hiprag.judge.step_optimal`.
 - Ablations "over-search only" / "under-search only": switch a detector off with :func:`step_optimality`; its
   steps count as optimal.
 """

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from agentrag_verl.methods.multistage import reward as fn
 from agentrag_verl.methods.multistage.parts import (
+    JudgeCorrectness,
     MultistageAnswer,
     MultistageFormat,
     MultistageReward,
@@ -91,7 +92,7 @@ class MultistageRewardManager(ComposedRewardManager):
         answer = P.AnswerMetrics("multistage", metric="cem" if o.correctness == "cem" else "em")
         correct: P.Part = answer
         if o.correctness == "judge":
-            correct = P.JudgeCorrectness(answer, o.judge, o.judge_fallback)
+            correct = JudgeCorrectness(answer, o.judge, o.judge_fallback)
         searches = P.SearchCount("multistage")
         fmt = P.FormatCheck("multistage")
         rules = fn.ConcisenessRules(

@@ -1,5 +1,6 @@
-"""Multi-stage parts ("Learning When to Search", SPEC §2): staged answer reward r_a, search reward r_s (Eq. 9:
-conciseness, query diversity), format reward r_f, and the total ``r = r_a + r_s + r_f``.
+"""Multi-stage parts ("Learning When to Search"; ``docs/decisions.md#multi-stage``): the judge's answer correctness
+(B.4), staged answer reward r_a, search reward r_s (Eq. 9: conciseness, query diversity), format reward r_f, and the
+total ``r = r_a + r_s + r_f``.
 
 Query embeddings (Eq. 9, RC > 1) come from an :class:`~agentrag_verl.tools.embeddings.Embedder` the reward manager
 builds (the retriever's ``POST /encode`` or an OpenAI-compatible ``POST /embeddings``); no part holds HTTP code.
@@ -7,15 +8,61 @@ builds (the retriever's ``POST /encode`` or an OpenAI-compatible ``POST /embeddi
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from agentrag_verl.formats import Format
 from agentrag_verl.methods.multistage import reward as fn
-from agentrag_verl.rewards.parts.common import JudgeCorrectness
+from agentrag_verl.methods.multistage.judge import correctness_request, is_correct
+from agentrag_verl.rewards.parts.common import AnswerMetrics
 from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, resolve_format
 from agentrag_verl.tools.embeddings import Embedder
 
-__all__ = ["MultistageAnswer", "MultistageSearch", "MultistageFormat", "MultistageReward"]
+__all__ = [
+    "JudgeCorrectness",
+    "MultistageAnswer",
+    "MultistageSearch",
+    "MultistageFormat",
+    "MultistageReward",
+]
+
+
+class JudgeCorrectness(Part):
+    """LLM-as-judge correctness (B.4 "Instruction for Judge LLM"): 1.0 if the judge says YES.
+
+    No answer scores 0 without a call. A failed verdict is decided by ``fallback``
+    (:func:`agentrag_verl.methods.multistage.judge.is_correct`).
+
+    Args:
+        answer: The :class:`~agentrag_verl.rewards.parts.AnswerMetrics` part whose extracted answer is judged (and
+            whose metrics the fallback uses).
+        judge: JudgeConfig mapping (``base_url``, ``model``, ``api_key_env``, ...).
+        fallback: ``exact_match``, ``cover_exact_match`` or ``incorrect`` on judge failure.
+        judge_name: Name of the manager's judge client (``judge/<name>/...`` metrics).
+    """
+
+    keys = ("judge_requests", "judge_failures")
+
+    def __init__(
+        self,
+        answer: AnswerMetrics,
+        judge: Mapping[str, Any] | None = None,
+        fallback: Literal["exact_match", "cover_exact_match", "incorrect"] = "exact_match",
+        judge_name: str = "judge",
+    ) -> None:
+        self.answer = answer
+        self.judge = dict(judge or {})
+        self.fallback = fallback
+        self.judge_name = judge_name
+
+    async def compute(self, ctx: RewardContext) -> PartResult:
+        pred = (await ctx.get(self.answer)).data
+        if pred is None:
+            return PartResult(value=0.0)
+        client = await ctx.judge(self.judge_name, self.judge)
+        verdict = await client.judge(correctness_request(pred, ctx.record.golds))
+        correct = is_correct(verdict, pred, ctx.record.golds, self.fallback)
+        return PartResult(value=float(correct), info={"judge_requests": 1.0, "judge_failures": float(not verdict.ok)})
 
 
 class MultistageAnswer(Part):
@@ -23,7 +70,7 @@ class MultistageAnswer(Part):
     -1. The stage: a fixed ``stage`` (two runs) or ``stage_switch_step`` against verl's training step (one run).
 
     Args:
-        correct: The correctness part (:class:`~agentrag_verl.rewards.parts.JudgeCorrectness` in the paper, or
+        correct: The correctness part (:class:`JudgeCorrectness` in the paper, or
             :class:`~agentrag_verl.rewards.parts.AnswerMetrics`).
         searches: The :class:`~agentrag_verl.rewards.parts.SearchCount` part (RC).
         stage: Fixed stage 1 or 2, or ``None``.

@@ -15,6 +15,8 @@ Modules:
 - :mod:`~agentrag_verl.methods.reasonrag.spre`: Eq. 1 (SPRE), Eq. 5 (UCT), the authors' UCB1 and bottom-up tree rewards.
 - :mod:`~agentrag_verl.methods.reasonrag.tree`: states (question, previous steps, stage), actions, transitions.
 - :mod:`~agentrag_verl.methods.reasonrag.mcts`: selection, expansion, SPRE / process-evaluation values, backpropagation.
+- :mod:`~agentrag_verl.methods.reasonrag.judge`: the Figure 14 process-evaluation judge (prompt, score parser,
+  fallback).
 - :mod:`~agentrag_verl.methods.reasonrag.policy`: the policy behind any OpenAI-compatible endpoint (chat or
 completions).
 - :mod:`~agentrag_verl.methods.reasonrag.pairs`: RAG-ProGuide pairs and Table 1 statistics.

@@ -2,7 +2,8 @@
 Learning, Zhang et al.; decisions: ``docs/decisions.md#reasonrag``).
 
 Implements the inference workflow of **Algorithm 1** (§2.4: stages Reasoning / Grounding / Terminal) and the
-prompts of **Figures 12-13** (Appendix F; Figure 14, the process-evaluation judge, belongs to the SPRE reward).
+prompts of **Figures 12-13** (Appendix F; Figure 14, the process-evaluation judge, is in
+:mod:`agentrag_verl.methods.reasonrag.judge`).
 
 A ReasonRAG trajectory is a sequence of stage outputs, each generated with its own system prompt:
 

@@ -291,13 +291,12 @@ class _Search:
         return sum(r["value"] for r in node.rollouts) / len(node.rollouts)  # Eq. 1
 
     async def process_eval(self, node: Node) -> float | None:
-        from agentrag_verl.judges.policy import reasonrag_node_value
-        from agentrag_verl.judges.uses import reasonrag_process_score_request
         from agentrag_verl.methods.reasonrag import grammar as reasonrag
+        from agentrag_verl.methods.reasonrag.judge import node_value, process_score_request
 
         if self.env.judge is None:
             raise ValueError("mcts.value=process_eval needs a judge endpoint (--judge-url / --judge-model)")
-        request = reasonrag_process_score_request(
+        request = process_score_request(
             self.tree.question, self.tree.golden_answers, reasonrag.transcript(self.tree.thoughts(node))
         )
         self.stats.judge_calls += 1
@@ -305,7 +304,7 @@ class _Search:
         if not verdict.ok:
             self.stats.judge_failures += 1
             logger.warning("process evaluation failed for %s node %d: %s", self.qid, node.id, verdict.error)
-        return reasonrag_node_value(verdict, "rollout")
+        return node_value(verdict, "rollout")
 
 
 async def _gather_or_cancel(coros: list[Any]) -> list[Any]:

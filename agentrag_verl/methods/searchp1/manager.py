@@ -8,8 +8,8 @@ the format level, :class:`~agentrag_verl.rewards.parts.SearchP1Path` and
 (:func:`load_planner_cache`: a JSON object ``{id: {"planner", "reasoning_path"}}`` or a JSONL file of ``{"id",
 "planner", "reasoning_path"}`` lines); ``extra_info.ref_planner`` / ``extra_info.ref_reasoning_path`` in the data
 take precedence. A question without a plan keeps Track A only (``|R_ref| = 0`` -> S_ref = 0), counted in
-``sp1_missing_plan``. A failed evaluation falls back to :data:`~agentrag_verl.judges.policy.OUTCOME_ONLY_EVALUATION`
-(path 0, soft outcome 0).
+``sp1_missing_plan``. A failed evaluation falls back to
+:data:`~agentrag_verl.methods.searchp1.judge.OUTCOME_ONLY_EVALUATION` (path 0, soft outcome 0).
 
 App. B.2's variants are decided in ``docs/decisions.md#search-p1``: self-consistency from three sampled paths with
 Jaccard agreement is not implemented (Track A follows Eq. 6 / Alg. 3), and the "0.5 decay for partial matches" is

@@ -6,7 +6,7 @@ The reference plan of a training question (Algorithm 1, built offline) is looked
 or a JSONL file of ``{"id", "planner", "reasoning_path"}`` lines (``reasoning_path``: the numbered queries R_ref);
 ``extra_info.ref_planner`` / ``extra_info.ref_reasoning_path`` in the data take precedence. A question without a
 plan keeps Track A only (``|R_ref| = 0`` -> S_ref = 0), counted in ``sp1_missing_plan``. A failed evaluation falls
-back to :data:`~agentrag_verl.judges.policy.OUTCOME_ONLY_EVALUATION` (path 0, soft outcome 0).
+back to :data:`~agentrag_verl.methods.searchp1.judge.OUTCOME_ONLY_EVALUATION` (path 0, soft outcome 0).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from agentrag_verl.formats import Format
 from agentrag_verl.methods.searchp1 import reward as fn
+from agentrag_verl.methods.searchp1.judge import evaluation_or_fallback, evaluation_request
 from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, resolve_format
 
 __all__ = ["SearchP1Evaluator", "SearchP1Path", "SearchP1Outcome", "SearchP1Reward", "load_planner_cache"]
@@ -60,7 +61,8 @@ class Evaluation:
     """:class:`SearchP1Evaluator` data."""
 
     evaluation: Any
-    """The evaluator's score sheet (:class:`~agentrag_verl.judges.SearchP1Evaluation`, or the outcome-only fallback)."""
+    """The score sheet (:class:`~agentrag_verl.methods.searchp1.judge.SearchP1Evaluation`, or the outcome-only
+    fallback)."""
     n_ref_steps: int
     """``|R_ref|`` (0 without a plan)."""
     n_actions: int
@@ -104,14 +106,11 @@ class SearchP1Evaluator(Part):
         return str(rec.get("planner", rec.get("ref_planner", ""))), path
 
     async def compute(self, ctx: RewardContext) -> PartResult:
-        from agentrag_verl.judges import uses
-        from agentrag_verl.judges.policy import searchp1_evaluation_or_fallback
-
         record = ctx.record
         plan = self.plan(record)
         planner, ref_path = plan if plan is not None else ("", [])
         client = await ctx.judge("judge", self.judge)
-        request = uses.searchp1_evaluation_request(record.question, record.golds, planner, ref_path, record.response)
+        request = evaluation_request(record.question, record.golds, planner, ref_path, record.response)
         verdict = await client.judge(request)
         info = {
             "sp1_missing_plan": float(plan is None),
@@ -120,7 +119,7 @@ class SearchP1Evaluator(Part):
             "judge_failures": float(not verdict.ok),
         }
         n_actions = ctx.trajectory(self.format).num_searches
-        data = Evaluation(searchp1_evaluation_or_fallback(verdict), len(ref_path), n_actions)
+        data = Evaluation(evaluation_or_fallback(verdict), len(ref_path), n_actions)
         return PartResult(value=float(verdict.ok), info=info, data=data)
 
 

@@ -47,7 +47,8 @@ def track_scores(evaluation: Any, n_ref_steps: int, n_actions: int, *, efficienc
     """``(S_self, S_ref)`` of Eq. 6 / Eq. 7 (or Alg. 3 l. 15/18 with ``efficiency=False``).
 
     Args:
-        evaluation: A :class:`~agentrag_verl.judges.SearchP1Evaluation` (or a dict with its fields or Alg. 3's names).
+        evaluation: A :class:`~agentrag_verl.methods.searchp1.judge.SearchP1Evaluation` (or a dict with its fields
+            or Alg. 3's names).
         n_ref_steps: ``|R_ref|``, the number of steps of the reference path.
         n_actions: The trajectory's tool calls (at least 1 is used).
         efficiency: Keep the ``n/n_actions`` efficiency factor.

@@ -1,10 +1,9 @@
 """Composable reward parts: the shared composition core every reward manager of this package is built from.
 
 A reward is a :class:`Reward` over parts; a part reads the trajectory record (:mod:`agentrag_verl.rewards.record`)
-and returns a value and metrics. The shared parts live here (answer metrics, judge correctness, the format check, the
-search count); each paper's parts live in its folder (``agentrag_verl/methods/<paper>/parts.py``). Turn a reward into
-a verl reward manager with :class:`agentrag_verl.rewards.managers.composed.ComposedRewardManager`
-(``docs/extending.md``):
+and returns a value and metrics. The shared parts live here (answer metrics, the format check, the search count);
+each paper's parts live in its folder (``agentrag_verl/methods/<paper>/parts.py``). Turn a reward into a verl reward
+manager with :class:`agentrag_verl.rewards.managers.composed.ComposedRewardManager` (``docs/extending.md``):
 
 >>> from agentrag_verl.rewards import parts as P
 >>> from agentrag_verl.methods.autosearch.parts import AutoSearchEfficiency, AutoSearchSteps, over_search_penalty
@@ -31,17 +30,17 @@ a verl reward manager with :class:`agentrag_verl.rewards.managers.composed.Compo
 shared part                what
 =========================  ==========================================================================================
 ``AnswerMetrics``          EM / CEM / F1 of the final answer (``docs/metrics.md``); value = the chosen metric
-``JudgeCorrectness``       LLM-judge correctness, YES/NO (multi-stage B.4)
 ``FormatCheck``            the grammar's structure rule (HiPRAG F, Search-P1 level, else 1/0)
 ``SearchCount``            RC, search steps of the parse
 ``Scaled``                 ``weight × part``
 =========================  ==========================================================================================
 
 Paper parts: ``methods/searchr1/parts.py`` (``OutcomeFormat``, ``ExactMatchReward``), ``methods/hiprag/parts.py``,
-``methods/multistage/parts.py``, ``methods/searchp1/parts.py``, ``methods/autosearch/parts.py``.
+``methods/multistage/parts.py`` (with ``JudgeCorrectness``, the B.4 judge), ``methods/searchp1/parts.py``,
+``methods/autosearch/parts.py``.
 """
 
-from agentrag_verl.rewards.parts.common import AnswerMetrics, FormatCheck, JudgeCorrectness, SearchCount
+from agentrag_verl.rewards.parts.common import AnswerMetrics, FormatCheck, SearchCount
 from agentrag_verl.rewards.parts.core import (
     SUMMED_KEYS,
     Part,
@@ -63,7 +62,6 @@ __all__ = [
     "SUMMED_KEYS",
     "resolve_format",
     "AnswerMetrics",
-    "JudgeCorrectness",
     "FormatCheck",
     "SearchCount",
 ]

@@ -1,5 +1,6 @@
-"""Parts shared by every design: answer correctness (EM / CEM / F1, LLM judge), format validity per grammar, the
-search count (SPEC §0.1, §2 B.4 judge).
+"""Parts shared by every design: answer correctness (EM / CEM / F1), format validity per grammar, the search count.
+The multi-stage paper's LLM-judge correctness is that method's part
+(:class:`agentrag_verl.methods.multistage.parts.JudgeCorrectness`).
 
 >>> import asyncio
 >>> from agentrag_verl.rewards.record import Sample
@@ -13,15 +14,14 @@ search count (SPEC §0.1, §2 B.4 judge).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from agentrag_verl.formats import Format
 from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
 from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, resolve_format
 
-__all__ = ["AnswerMetrics", "JudgeCorrectness", "FormatCheck", "FormatLevel", "SearchCount"]
+__all__ = ["AnswerMetrics", "FormatCheck", "FormatLevel", "SearchCount"]
 
 Metric = Literal["em", "cem", "f1"]
 
@@ -56,47 +56,6 @@ class AnswerMetrics(Part):
 
     def __repr__(self) -> str:
         return f"AnswerMetrics({self.format.name!r}, metric={self.metric!r})"
-
-
-class JudgeCorrectness(Part):
-    """LLM-as-judge correctness (multi-stage paper B.4 "Instruction for Judge LLM"): 1.0 if the judge says YES.
-
-    No answer scores 0 without a call. A failed verdict is decided by ``fallback`` (SPEC §2 Decision;
-    :func:`agentrag_verl.judges.policy.multistage_is_correct`).
-
-    Args:
-        answer: The :class:`AnswerMetrics` part whose extracted answer is judged (and whose metrics the fallback
-            uses).
-        judge: JudgeConfig mapping (``base_url``, ``model``, ``api_key_env``, ...).
-        fallback: ``exact_match``, ``cover_exact_match`` or ``incorrect`` on judge failure.
-        judge_name: Name of the manager's judge client (``judge/<name>/...`` metrics).
-    """
-
-    keys = ("judge_requests", "judge_failures")
-
-    def __init__(
-        self,
-        answer: AnswerMetrics,
-        judge: Mapping[str, Any] | None = None,
-        fallback: Literal["exact_match", "cover_exact_match", "incorrect"] = "exact_match",
-        judge_name: str = "judge",
-    ) -> None:
-        self.answer = answer
-        self.judge = dict(judge or {})
-        self.fallback = fallback
-        self.judge_name = judge_name
-
-    async def compute(self, ctx: RewardContext) -> PartResult:
-        from agentrag_verl.judges import uses
-        from agentrag_verl.judges.policy import multistage_is_correct
-
-        pred = (await ctx.get(self.answer)).data
-        if pred is None:
-            return PartResult(value=0.0)
-        client = await ctx.judge(self.judge_name, self.judge)
-        verdict = await client.judge(uses.multistage_correctness_request(pred, ctx.record.golds))
-        correct = multistage_is_correct(verdict, pred, ctx.record.golds, self.fallback)
-        return PartResult(value=float(correct), info={"judge_requests": 1.0, "judge_failures": float(not verdict.ok)})
 
 
 @dataclass(frozen=True)

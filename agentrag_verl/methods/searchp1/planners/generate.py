@@ -2,7 +2,7 @@
 
 For each training question (id, question, gold answers):
 
-1. **K candidates**: K requests with the Figure 8 prompt (:func:`agentrag_verl.judges.uses.searchp1_planner_request`)
+1. **K candidates**: K requests with the Figure 8 prompt (:func:`agentrag_verl.methods.searchp1.judge.planner_request`)
    to a strong LLM through the judges client (any OpenAI-compatible endpoint). With K > 1 each request carries its
    own ``seed`` and ``candidate_temperature`` so the candidates differ (equal requests would be served once from
    the client's cache).
@@ -49,9 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agentrag_verl.judges import uses
 from agentrag_verl.judges.client import JudgeRequest
-from agentrag_verl.judges.parsers import ReferencePlan, parse_searchp1_planner
+from agentrag_verl.methods.searchp1.judge import ReferencePlan, parse_planner, planner_request
 from agentrag_verl.methods.searchp1.planners.prompts import vote_messages
 from agentrag_verl.metrics import cover_exact_match
 
@@ -332,7 +331,7 @@ async def plan_question(q: Question, client: Any, options: PlannerOptions, retri
     params: list[dict[str, Any] | None] = (
         [None] if k == 1 else [{"temperature": options.candidate_temperature, "seed": i} for i in range(k)]
     )
-    verdicts = await client.judge_many([uses.searchp1_planner_request(q.question, q.golden_answers, p) for p in params])
+    verdicts = await client.judge_many([planner_request(q.question, q.golden_answers, p) for p in params])
     calls = sum(v.attempts for v in verdicts)
     parsed = [v.value for v in verdicts if v.ok]
     hard = [v for v in verdicts if not v.ok and v.error_kind != "parse_error"]
@@ -363,9 +362,7 @@ async def plan_question(q: Question, client: Any, options: PlannerOptions, retri
     if len(correct) == 1:
         chosen, selection = correct[0], "single"
     elif options.vote:
-        verdict = await client.judge(
-            JudgeRequest(vote_messages(q.question, q.golden_answers, correct), parse_searchp1_planner)
-        )
+        verdict = await client.judge(JudgeRequest(vote_messages(q.question, q.golden_answers, correct), parse_planner))
         calls += verdict.attempts
         chosen, selection = (verdict.value, "vote") if verdict.ok else (shortest(correct), "shortest")
     else:

@@ -4,15 +4,15 @@ Search-P1 §3.2.1 merges the correct candidates by "LLM voting" that "identifies
 across successful trajectories", but prints no prompt for it (Appendix D has Figures 7-9 only). This prompt is ours:
 it shows the question, the gold answers and the numbered candidates, states that rule, and asks for the Figure 8
 output format, so the reply is parsed by the same
-:func:`~agentrag_verl.judges.parsers.parse_searchp1_planner` as a candidate.
+:func:`~agentrag_verl.methods.searchp1.judge.parse_planner` as a candidate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from agentrag_verl.judges.parsers import ReferencePlan
 from agentrag_verl.judges.prompts import format_answers
+from agentrag_verl.methods.searchp1.judge import ReferencePlan
 
 __all__ = ["VOTE_TEMPLATE", "vote_messages"]
 
@@ -45,7 +45,6 @@ def vote_messages(
 ) -> list[dict[str, str]]:
     """Chat messages asking the planner LLM to merge ``candidates`` (Eq. 5).
 
-    >>> from agentrag_verl.judges.parsers import ReferencePlan
     >>> m = vote_messages("Q?", ["A"], [ReferencePlan(("x",), "p"), ReferencePlan(("x", "y"), "p2")])
     >>> "Candidate 2:" in m[0]["content"] and "2. y" in m[0]["content"]
     True
