@@ -18,7 +18,7 @@ HiPRAG's step judges with ``method_module("hiprag", "judge")``.
 
 >>> load_methods()
 >>> reward_manager_names()
-['searchr1', 'autosearch', 'hiprag', 'multistage', 'searchp1']
+['searchr1', 'hiprag', 'multistage', 'searchp1', 'autosearch']
 >>> method_module("hiprag", "judge").__name__
 'agentrag_verl.methods.hiprag.judge'
 """
@@ -35,6 +35,7 @@ __all__ = [
     "load_methods",
     "method_names",
     "method_module",
+    "method_rank",
     "register_reward_manager",
     "reward_manager_names",
     "reward_manager_target",
@@ -67,20 +68,22 @@ def register_reward_manager(name: str, target: str) -> None:
 
 
 def load_methods() -> None:
-    """Import every method package once (entry points first, then the built-in folder)."""
+    """Import every method package once: the built-in folder (in the order of ``agentrag_verl.methods.__all__``),
+    then the packages of the entry points."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    packages: list[tuple[str, str]] = []
+    builtin = importlib.import_module(_BUILTIN_PACKAGE)
+    folders = [m.name for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
+    ordered = [n for n in getattr(builtin, "__all__", ()) if n in folders] + sorted(set(folders) - set(builtin.__all__))
+    packages = [(name, f"{_BUILTIN_PACKAGE}.{name}") for name in ordered]
     try:
         from importlib.metadata import entry_points
 
-        packages = [(ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+        packages += [(ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
     except Exception:  # broken metadata must not hide the built-in methods
         logger.warning("agentrag-verl: reading the %s entry points failed", ENTRY_POINT_GROUP, exc_info=True)
-    builtin = importlib.import_module(_BUILTIN_PACKAGE)
-    packages += [(m.name, f"{_BUILTIN_PACKAGE}.{m.name}") for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
     for name, package in packages:
         _PACKAGES.setdefault(name.strip().lower(), package)
     for package in dict.fromkeys(package for _, package in packages):
@@ -88,9 +91,9 @@ def load_methods() -> None:
 
 
 def reward_manager_names() -> list[str]:
-    """Declared reward-manager names, in discovery order."""
+    """Declared reward-manager names, in method order (:func:`method_rank`)."""
     load_methods()
-    return list(_MANAGERS)
+    return sorted(_MANAGERS, key=method_rank)
 
 
 def reward_manager_target(name: str) -> str:
@@ -122,6 +125,18 @@ def method_names() -> list[str]:
     """Names of the discovered methods, in discovery order."""
     load_methods()
     return list(_PACKAGES)
+
+
+def method_rank(name: str) -> int:
+    """Position of the method ``name`` in discovery order; names of no method sort last. Listings use it, so their
+    order does not depend on which method a process happened to import first.
+
+    >>> method_rank("searchr1") < method_rank("autosearch") < method_rank("no-such-method")
+    True
+    """
+    load_methods()
+    ranks = {key: i for i, key in enumerate(_PACKAGES)}
+    return ranks.get(str(name).strip().lower(), len(ranks))
 
 
 def method_module(method: str, module: str) -> ModuleType:

@@ -26,7 +26,7 @@ name           grammar                                              ``check_form
 from __future__ import annotations
 
 from agentrag_verl.formats.base import Action, ActionSpec, Format, PromptTemplate, Step, Trajectory, format_docs
-from agentrag_verl.registry import load_methods
+from agentrag_verl.registry import load_methods, method_rank
 
 __all__ = [
     "get_format",
@@ -47,13 +47,13 @@ _ALIASES: dict[str, str] = {}
 
 
 def available_formats() -> list[str]:
-    """Registered format names (aliases excluded).
+    """Registered format names (aliases excluded), in method order, then other formats in registration order.
 
     >>> available_formats()
     ['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1']
     """
     load_methods()
-    return list(_FORMATS)
+    return sorted(_FORMATS, key=method_rank)
 
 
 def register_format(fmt: Format, *, replace: bool = False) -> Format:

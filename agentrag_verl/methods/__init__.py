@@ -26,3 +26,6 @@ The shared machinery (``formats``, ``rewards``, ``agent_loops``, ``tools``, ``ju
 ``jsonl``, ``options``) imports no method; methods are found by :func:`agentrag_verl.registry.load_methods`.
 Adding a method is adding a folder (``docs/extending.md``). Importing this package imports no method.
 """
+
+__all__ = ["searchr1", "hiprag", "multistage", "reasonrag", "searchp1", "autosearch"]
+"""The built-in methods, in the order listings show them (:func:`agentrag_verl.registry.method_rank`)."""
