@@ -4,7 +4,7 @@ A failed :class:`~agentrag_verl.judges.client.Verdict` has ``ok=False``; the fun
 the value the reward consumes, applying the use's error policy. Failures are counted by the client's metrics
 (``judge/failures/<kind>``) whatever the policy.
 
-- HiPRAG step judges (``docs/decisions.md#hiprag``), :class:`HipragErrorPolicy`: ``exclude`` (default; the step
+- HiPRAG step judges (``docs/methods/hiprag.md#decisions``), :class:`HipragErrorPolicy`: ``exclude`` (default; the step
   leaves the bonus's numerator and denominator), ``optimal`` (counts as correct, as the authors' code does) or
   ``suboptimal`` (counts as over-/under-search).
 - Multi-stage correctness (B.4 judge), :class:`CorrectnessFallback`: ``exact_match`` (default), ``cover_exact_match``
@@ -56,7 +56,8 @@ def _choose(enum_cls: type[E], value: Any, key: str) -> E:
 
 
 class HipragErrorPolicy(str, enum.Enum):
-    """HiPRAG: how a step whose judge failed enters the process bonus ``Ncorr / N`` (``docs/decisions.md#hiprag``)."""
+    """HiPRAG: how a step whose judge failed enters the process bonus ``Ncorr / N``
+    (``docs/methods/hiprag.md#decisions``)."""
 
     EXCLUDE = "exclude"
     """The step leaves numerator and denominator; if no step is judged the bonus is 0 (our default)."""

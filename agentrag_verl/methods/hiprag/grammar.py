@@ -2,7 +2,7 @@
 
 Implements Section 3.1, the format checker F(T) of **Algorithms 2 and 3** (Appendix C), the rollout of
 Algorithm 1 (with the deviation below), and the system prompt of **Figure 4** (Appendix D). Decisions:
-``docs/decisions.md#hiprag``.
+``docs/methods/hiprag.md#decisions``.
 
 Grammar: exactly one ``<think>`` holding one or more ``<step>`` blocks, then ``<answer>``. A search step is
 ``<reasoning> <search> <context> <conclusion>``, a non-search step ``<reasoning> <conclusion>``; ``<context>``
