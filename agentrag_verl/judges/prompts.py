@@ -2,16 +2,16 @@
 
 Texts are the papers' own words (only line breaks are laid out, since the text extractions flatten them):
 
-- HiPRAG (papers/hiprag.txt, Appendix D): Figure 5 "Prompt for Over-search Detection" and Figure 6 "Prompt for
+- HiPRAG (Appendix D): Figure 5 "Prompt for Over-search Detection" and Figure 6 "Prompt for
   Under-search Detection" are system prompts; the paper gives no user-message layout, so the two statements are
   sent as ``Statement 1`` / ``Statement 2`` (Figure 5 speaks of "these two statements") and the step as
   ``<reasoning>``/``<conclusion>`` tags (the tags Figure 6 refers to). The over-search re-answer prompt for the
-  *policy* (not a judge) comes from the authors' code (SPEC §1) and is here for completeness.
-- Multi-stage paper (papers/multistage_when_to_search.txt, B.4 "Instruction for Judge LLM"): one user message with
+  *policy* (not a judge) comes from the authors' code (``docs/methods/hiprag.md``) and is here for completeness.
+- Multi-stage paper (Appendix B.4 "Instruction for Judge LLM"): one user message with
   the normalized prediction and the normalized gold answers inline. It has no question slot.
-- ReasonRAG (papers/reasonrag_process_vs_outcome.txt, Figure 14 "System prompt for Process Evaluation"); the user
+- ReasonRAG (Figure 14 "System prompt for Process Evaluation"); the user
   message follows the layout of the paper's judge cases (Figures 8-10): Question, Golden Answers, Agent Thoughts.
-- Search-P1 (papers/search_p1.txt, Appendix D): Figure 8 reference planner generation and Figure 9 dual-track
+- Search-P1 (Appendix D): Figure 8 reference planner generation and Figure 9 dual-track
   evaluation, each one user message with the slots in braces exactly as the figures name them.
 
 Decisions: several gold answers are joined with ``" | "`` (after normalization they contain no punctuation, so the
@@ -90,8 +90,8 @@ HIPRAG_UNDER_SEARCH_USER = "<reasoning>{reasoning}</reasoning>\n<conclusion>{con
 HIPRAG_REANSWER_TEMPLATE = (
     "Please answer the following question or provide relevant information to the statement: {query}"
 )
-"""The policy prompt (authors' code, SPEC §1) that re-answers a search query ``q`` as a standalone question; wrap
-it in the policy's chat template. Not a judge prompt: its answer ``o'`` goes into Figure 5."""
+"""The policy prompt (HiPRAG authors' code, ``docs/methods/hiprag.md``) that re-answers a search query ``q`` as a
+standalone question; wrap it in the policy's chat template. Not a judge prompt: its answer ``o'`` goes into Figure 5."""
 
 # --- Multi-stage paper, B.4 -------------------------------------------------------------------------------------
 

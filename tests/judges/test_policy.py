@@ -1,4 +1,4 @@
-"""Error policies: what each reward does with a failed judge verdict (SPEC §1 Decision and the documented fallbacks)."""
+"""Error policies: what each reward does with a failed judge verdict (docs/methods/*.md#decisions)."""
 
 from __future__ import annotations
 

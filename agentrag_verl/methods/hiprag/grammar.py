@@ -19,8 +19,8 @@ is written by the environment.
 Implementation: the text is split once at the seven tags (one C-level regex split); every Count, Find and Trim of
 the pseudo-code is then answered from the tag list and the text pieces between tags, which is exact because the
 tags cannot overlap. ``tests/formats/hiprag_reference.py`` keeps the line-by-line ``str``-method transcription
-and a property test asserts both agree. About 50k trajectories/s on one core for 1-5 step trajectories with three
-retrieved passages per search (``benchmarks/formats_bench.py``).
+and a property test asserts both agree. Throughput: ``benchmarks/formats_bench.py`` (figures in
+``benchmarks/README.md``).
 
 Like the pseudo-code, counts are taken over the raw text (a ``<think>`` inside retrieved context fails the
 check), and tags inside a field's content (e.g. ``<answer>`` inside ``<reasoning>``) are not checked.

@@ -1,5 +1,5 @@
-"""Multi-stage parts ("Learning When to Search", SPEC §2): staged answer reward r_a, search reward r_s (Eq. 9:
-conciseness, query diversity), format reward r_f, and the total ``r = r_a + r_s + r_f``.
+"""Multi-stage parts ("Learning When to Search", ``docs/methods/multistage.md``): staged answer reward r_a, search
+reward r_s (Eq. 9: conciseness, query diversity), format reward r_f, and the total ``r = r_a + r_s + r_f``.
 
 Query embeddings (Eq. 9, RC > 1) come from the retriever's ``POST /encode`` (``embedding.kind: retriever``) or an
 OpenAI-compatible ``POST /embeddings`` (``embedding.kind: openai``), fetched by :func:`fetch_embeddings`.

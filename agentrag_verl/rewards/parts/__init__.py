@@ -30,7 +30,7 @@ a verl reward manager with :class:`agentrag_verl.rewards.managers.composed.Compo
 =========================  ==========================================================================================
 shared part                what
 =========================  ==========================================================================================
-``AnswerMetrics``          EM / CEM / F1 of the final answer (``docs/metrics.md``); value = the chosen metric
+``AnswerMetrics``          EM / CEM / F1 of the final answer (``docs/decisions.md#answer-metrics``); value = the metric
 ``JudgeCorrectness``       LLM-judge correctness, YES/NO (multi-stage B.4)
 ``FormatCheck``            the grammar's structure rule (HiPRAG F, Search-P1 level, else 1/0)
 ``SearchCount``            RC, search steps of the parse

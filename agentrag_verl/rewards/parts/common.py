@@ -1,5 +1,5 @@
 """Parts shared by every design: answer correctness (EM / CEM / F1, LLM judge), format validity per grammar, the
-search count (SPEC §0.1, §2 B.4 judge).
+search count (``docs/decisions.md#answer-metrics``; the judge: multi-stage B.4).
 
 >>> import asyncio
 >>> from agentrag_verl.rewards.record import Sample
@@ -27,7 +27,8 @@ Metric = Literal["em", "cem", "f1"]
 
 
 class AnswerMetrics(Part):
-    """EM, CEM and F1 of the format's final answer against the gold answers (SPEC §0.1); value = ``metric``.
+    """EM, CEM and F1 of the format's final answer against the gold answers (``docs/decisions.md#answer-metrics``);
+    value = ``metric``.
 
     Args:
         format: The trajectory format (name or :class:`~agentrag_verl.formats.Format`) that extracts the answer.
@@ -61,8 +62,8 @@ class AnswerMetrics(Part):
 class JudgeCorrectness(Part):
     """LLM-as-judge correctness (multi-stage paper B.4 "Instruction for Judge LLM"): 1.0 if the judge says YES.
 
-    No answer scores 0 without a call. A failed verdict is decided by ``fallback`` (SPEC §2 Decision;
-    :func:`agentrag_verl.judges.policy.multistage_is_correct`).
+    No answer scores 0 without a call. A failed verdict is decided by ``fallback``
+    (``docs/methods/multistage.md#decisions``; :func:`agentrag_verl.judges.policy.multistage_is_correct`).
 
     Args:
         answer: The :class:`AnswerMetrics` part whose extracted answer is judged (and whose metrics the fallback
