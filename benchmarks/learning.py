@@ -3,7 +3,8 @@
 SmolLM2-135M-Instruct, HiPRAG format and reward ("over-search only" with the rule-based stand-in judge), the
 mini-wiki corpus behind the real retriever. Stages (:mod:`agentrag_verl.demo.pipeline`, cached in ``--work-dir``):
 eval of the warm start (SFT on the scripted stand-in teacher's demonstrations), ``--steps`` GRPO steps through verl's
-``main_ppo`` (``agentrag-verl train-local``), eval after RL. Not part of CI (about 60-90 min on 2 cores).
+``main_ppo`` (``agentrag-verl train-local``), eval after RL. Not part of CI (over an hour on 2 cores; latest figures
+in ``benchmarks/README.md``).
 
 Prints the per-step training reward and the held-out metrics before and after RL with 95% confidence intervals,
 then the checks of the learning claim:

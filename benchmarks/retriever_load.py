@@ -25,12 +25,9 @@ not on what the vectors mean, and building a real 20k-passage MiniLM index takes
 
 Also printed: faiss Flat search time at the default ``distance_compute_blas_threshold`` vs ours.
 
-Measured on a 2-core AMD EPYC VM with the earlier scheduler (a fixed wait of up to 20 ms for a batch to fill),
-MiniLM (384-d), 20k passages, Flat, other load ~0 cores: at C = 64, (a) 360 q/s
-(p50 172 ms, p99 214 ms), (b) 42 q/s (p50 1.5 s), (c) 433 q/s: (a)/(b) = 8.6x, (a)/(c) = 0.83 (paired rounds
-0.79-0.93). The rest of (a)'s cycle is HTTP: taking in 64 requests and writing 64 answers (~15 ms per 150 ms batch)
-cannot overlap the encoder when every client waits on the same batch. The comparison with the Search-R1 reference
-server, with the current scheduler, is ``benchmarks/retriever_vs_reference.py``.
+Latest figures: ``benchmarks/README.md``. What keeps (a) below (c) is HTTP: taking in 64 requests and writing 64
+answers cannot overlap the encoder when every client waits on the same batch. The comparison with the Search-R1
+reference server is ``benchmarks/retriever_vs_reference.py``.
 
 Usage::
 

@@ -1,7 +1,7 @@
 """Lazy imports of the optional heavy stacks, failing with an install hint instead of a bare ``ImportError``.
 
-``import retriever_server`` imports none of torch, faiss, transformers or ray.serve (STYLE rule 7); every module
-that needs one calls these helpers inside the function that uses it.
+``import retriever_server`` imports none of torch, faiss, transformers or ray.serve (the light-import rule); every
+module that needs one calls these helpers inside the function that uses it.
 """
 
 from __future__ import annotations

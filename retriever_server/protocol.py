@@ -1,6 +1,6 @@
 """The wire format: Search-R1's ``/retrieve`` JSON plus ``/encode``, request validation and response rendering.
 
-``POST /retrieve`` (Search-R1, drop-in; SPEC §0.3)::
+``POST /retrieve`` (Search-R1, drop-in; ``docs/decisions.md#retrieval``)::
 
     request:  {"queries": ["q1", ...], "topk": 3, "return_scores": true}   (or {"query": "q1", ...})
     response: {"result": [[{"document": {"id": "12", "contents": "\\"Title\\"\\ntext"}, "score": 0.83}, ...], ...]}

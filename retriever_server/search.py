@@ -14,10 +14,9 @@ backend        what it runs
 Decisions:
 
 - ``faiss.cvar.distance_compute_blas_threshold`` is lowered to :data:`BLAS_THRESHOLD` when faiss is imported here:
-  faiss 1.15.1 defaults to 128000 queries, so a 64-query Flat search skips the BLAS matrix-multiply path. Measured
-  on a 2-core AMD EPYC (384-d, 20k passages, Flat IP): 64 queries take 49 ms at the default vs 7.8 ms with BLAS;
-  per query count (no BLAS / BLAS, ms): 1: 3.0 / 3.0, 2: 2.3 / 3.8, 4: 4.6 / 3.9, 8: 8.7 / 5.0, 16: 18.6 / 4.4,
-  so BLAS wins from 4 queries on. ``benchmarks/retriever_load.py`` prints the comparison on the machine at hand.
+  faiss 1.15.1 defaults to 128000 queries, so a 64-query Flat search skips the BLAS matrix-multiply path, which is
+  several times faster from about 4 queries on (figures in ``benchmarks/README.md``; ``benchmarks/retriever_load.py``
+  prints the comparison on the machine at hand).
 - Rows faiss reports as ``-1`` (``k`` larger than the index, IVF lists too sparse) are returned as ``-1`` and
   dropped by the caller; ``k`` is never an error here.
 - The torch backend scans ``block_rows`` rows at a time and keeps a running top-k, so temporary memory stays

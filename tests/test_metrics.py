@@ -1,4 +1,5 @@
-"""Answer metrics (SPEC §0.1): SQuAD/FlashRAG normalization, EM, cover EM, F1 with the yes/no rule."""
+"""Answer metrics (docs/decisions.md#answer-metrics): SQuAD/FlashRAG normalization, EM, cover EM, F1 with the yes/no
+rule."""
 
 import numpy as np
 import pytest

@@ -35,7 +35,7 @@ def _modules_after(code: str) -> set[str]:
     ],
 )
 def test_imports_stay_light(statement):
-    """SPEC/STYLE rule 7: importing our modules pulls in none of the heavy stacks."""
+    """Light imports: importing our modules pulls in none of the heavy stacks."""
     loaded = _modules_after(statement)
     assert not [m for m in HEAVY if m in loaded], f"{statement!r} imported {[m for m in HEAVY if m in loaded]}"
 

@@ -48,7 +48,8 @@ class SearchLoopConfig:
     """Budget B of the format's rollout algorithm; ``None`` takes the paper's value (``ActionSpec.budget``). B counts
     what the format's algorithm counts (``ActionSpec.budget_unit``): search actions the environment answered
     (Search-R1 / AutoSearch, multi-stage, Search-P1, ReasonRAG) or closed steps (HiPRAG Alg. 1). Once it is used up
-    the answer is forced; an unexecuted search never stays in the response (``docs/decisions.md``)."""
+    the answer is forced; an unexecuted search never stays in the response
+    (``docs/decisions.md#rollout-and-budgets``)."""
     max_observation_tokens: int = 512
     """Cap on the retrieved-passages text of one observation, in tokens (tags excluded); 0 = no cap."""
     observation_truncation_side: TruncationSide = "right"

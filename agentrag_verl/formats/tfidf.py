@@ -1,4 +1,5 @@
-"""TF-IDF cosine similarity for AutoSearch's repeated-query rule (AutoSearch §4.1; SPEC §5).
+"""TF-IDF cosine similarity for AutoSearch's repeated-query rule (AutoSearch §4.1, Eq. 1;
+``docs/methods/autosearch.md#decisions``).
 
 A retrieval step is invalid when its query repeats an earlier one; the authors' code calls a query a repeat
 when its TF-IDF cosine similarity to an earlier query exceeds 0.8. We implement TF-IDF with the standard
@@ -22,7 +23,8 @@ from collections.abc import Sequence
 __all__ = ["tfidf_vectors", "cosine", "repeated_queries", "REPEAT_THRESHOLD"]
 
 REPEAT_THRESHOLD = 0.8
-"""Cosine similarity above which a query repeats an earlier one (AutoSearch authors' code, SPEC §5)."""
+"""Cosine similarity above which a query repeats an earlier one (AutoSearch authors' code;
+``docs/methods/autosearch.md``)."""
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 

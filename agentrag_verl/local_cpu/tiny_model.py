@@ -19,7 +19,7 @@ __all__ = ["FORMAT_TAGS", "SPECIAL_TOKENS", "CHAT_TEMPLATE", "build_tiny_tokeniz
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
-# Every structural tag used by the five papers' formats and Search-R1 (SPEC §1-6).
+# Every structural tag used by the five papers' formats and Search-R1 (docs/methods/).
 FORMAT_TAGS = [
     "think",
     "step",

@@ -7,8 +7,7 @@ from the packaged mini QA set, and scores with a toy length reward; ``--reward-m
 ``--agent-loop-config``/``--agent-name``, ``--config-path``/``--config-name`` and trailing Hydra overrides
 select anything else. User overrides replace ours key by key.
 
-Measured on a 2-core / 24 GB box (tiny Qwen2, batch 4 x n 2, 32-token responses): ~110 s until training
-starts, ~3-5 s per step, ~6-7 GiB peak (tree PSS). See ``recipes/local_cpu/README.md``.
+Time and memory of a run: ``recipes/local_cpu/README.md``.
 """
 
 from __future__ import annotations

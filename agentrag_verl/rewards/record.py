@@ -15,7 +15,7 @@ included; **no** ``response_mask``) and whose ``non_tensor_batch`` holds every d
 ``AgentLoopOutput.extra_fields`` (the ``agentrag_*`` keys of :mod:`agentrag_verl.agent_loops.fields`).
 
 The response text is decoded whole; the format parsers treat observation blocks as opaque environment text, so
-an answer inside retrieved documents never counts (SPEC §0.1).
+an answer inside retrieved documents never counts (``docs/decisions.md#answer-metrics``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Register the reward managers in verl's reward-loop registry, lazily, from the ``verl.plugins`` entry point.
 
 verl loads :mod:`agentrag_verl.verl_plugin` at ``import verl`` in every process. Importing verl's reward-manager
-package there would cost ~2.7 s per process (it pulls in ray, aiohttp and the reward loop), so :func:`install`
+package there would cost seconds per process (it pulls in ray, aiohttp and the reward loop; figure in
+``benchmarks/README.md``), so :func:`install`
 registers the names only when verl itself imports ``verl.experimental.reward_loop.reward_manager`` (a one-shot
 post-import hook on ``sys.meta_path``), or at once if it is already imported. Names: ``searchr1``, ``hiprag``,
 ``multistage``, ``searchp1``, ``autosearch`` (``reward.reward_manager.name=<name>``, source ``register``).

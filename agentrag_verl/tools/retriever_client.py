@@ -1,4 +1,5 @@
-"""Async HTTP client of the Search-R1 retrieval wire format (SPEC §0.3), shared by the agent loops and
+"""Async HTTP client of the Search-R1 retrieval wire format (``docs/decisions.md#retrieval``), shared by the agent
+loops and
 :class:`~agentrag_verl.tools.search_tool.SearchTool`.
 
 Request: ``POST {url}`` with ``{"queries": [str], "topk": int, "return_scores": true}``; response

@@ -2,9 +2,9 @@
 ``<tool_call>{"name": "search", "arguments": {"query_list": [...]}}</tool_call>``).
 
 Same client as the agent loops (:mod:`agentrag_verl.tools.retriever_client`: shared pool, timeout, retries with
-backoff) and the same passage rendering (Search-R1's ``Doc i(Title: ...) text`` lines, SPEC §0.3); the results of
-several queries are joined by ``\\n---\\n`` as Search-R1's verl tool did. A failed retrieval is returned to the model
-as text (the trajectory continues) and counted in the metrics.
+backoff) and the same passage rendering (Search-R1's ``Doc i(Title: ...) text`` lines,
+``docs/decisions.md#retrieval``); the results of several queries are joined by ``\\n---\\n`` as Search-R1's verl tool
+did. A failed retrieval is returned to the model as text (the trajectory continues) and counted in the metrics.
 
 Tool YAML (``actor_rollout_ref.rollout.multi_turn.tool_config_path``)::
 

@@ -38,3 +38,12 @@ knob_positive_int() {
     [[ "${!name}" =~ ^[1-9][0-9]*$ ]] || _knob_die "$name='${!name}' must be a whole number of at least 1"
   done
 }
+
+# knob_renamed OLD NEW [OLD NEW]...: a knob of an earlier version that is still set is refused with its new name, so a
+# renamed knob is never silently ignored (MODEL_PATH=... would otherwise train the default model).
+knob_renamed() {
+  while (($# >= 2)); do
+    [[ -z "${!1:-}" ]] || _knob_die "$1 was renamed $2: set $2=${!1} (and unset $1)"
+    shift 2
+  done
+}

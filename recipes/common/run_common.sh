@@ -1,7 +1,7 @@
-# Shared body of the recipes' run_<model>_<algo>.sh scripts (sourced, never run directly).
+# Shared body of the recipes' run_<algo>.sh scripts (sourced, never run directly).
 #
-# A run script sets its knobs (env vars), sources this file, calls `recipe_init`, builds three bash arrays and
-# calls `run_recipe "$@"`:
+# A run script sources this file, sets its knobs (env vars; MODEL, N_GPUS, NNODES and whatever follows from the
+# model: see model_tag and model_size_b), calls `recipe_init`, builds three bash arrays and calls `run_recipe "$@"`:
 #   CLUSTER_OVERRIDES  GPU-cluster settings (model path, nodes/GPUs, rollout backend, experiment names)
 #   COMMON_OVERRIDES   settings of both profiles (data files, retriever URL, judge endpoints, reward options)
 #   LOCAL_OVERRIDES    local CPU profile only (keys the tiny run must change; train-local's own CPU overrides
@@ -19,7 +19,8 @@
 # DRY_RUN=1 (or true, yes) prints the exact final command (shell-quoted, one line) and exits without starting or
 # creating anything; any other non-empty DRY_RUN is refused (common/knobs.sh).
 # Knobs every script has are checked in recipe_init: PROFILE (gpu|local), ROLLOUT (vllm|sglang), NNODES,
-# GPUS_PER_NODE, TP and LOCAL_STEPS (whole numbers >= 1).
+# N_GPUS (GPUs per node), TP and LOCAL_STEPS (whole numbers >= 1). The names of earlier versions (MODEL_PATH,
+# GPUS_PER_NODE) are refused with the new name rather than silently ignored.
 
 RECIPES_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$RECIPES_ROOT/common/knobs.sh"
@@ -35,6 +36,24 @@ LOCAL_OVERRIDES=()
 _die() {
   echo "$(basename "$0"): $*" >&2
   exit 2
+}
+
+# model_tag MODEL: the model's name for experiment names: the last path component, lower case, "-instruct" shortened
+# to "-it" (Qwen/Qwen2.5-3B-Instruct -> qwen2.5-3b-it).
+model_tag() {
+  local name=${1%/}
+  name=${name##*/}
+  name=${name,,}
+  printf '%s\n' "${name/-instruct/-it}"
+}
+
+# model_size_b MODEL: the parameter count in billions that the model's name states (Qwen2.5-7B-Instruct -> 7,
+# Qwen2.5-1.5B -> 1.5); nothing when the name states none (a local checkpoint directory).
+model_size_b() {
+  local name=${1%/}
+  name=${name##*/}
+  [[ "${name,,}" =~ (^|[^0-9.])([0-9]+(\.[0-9]+)?)b($|[^a-z0-9]) ]] && printf '%s\n' "${BASH_REMATCH[2]}"
+  return 0
 }
 
 _free_port() {
@@ -61,9 +80,10 @@ _wait_http() {  # url seconds
 
 # recipe_init: check the knobs; in the local profile point them at local services and files (a dry run creates none).
 recipe_init() {
+  knob_renamed MODEL_PATH MODEL GPUS_PER_NODE N_GPUS
   knob_choice PROFILE gpu local
   knob_choice ROLLOUT vllm sglang
-  knob_positive_int NNODES GPUS_PER_NODE TP
+  knob_positive_int NNODES N_GPUS TP
   LOCAL_STEPS=${LOCAL_STEPS:-2}
   knob_positive_int LOCAL_STEPS
   case "$PROFILE" in

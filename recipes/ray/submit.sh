@@ -2,12 +2,12 @@
 # Submit a recipe to a Ray cluster as a Ray job:
 #   ray job submit --address $RAY_ADDRESS --runtime-env <recipes/ray/runtime_env.yaml + env> -- <the recipe's command>
 #
-#   RAY_ADDRESS=http://head:8265 bash recipes/ray/submit.sh recipes/hiprag/run_qwen2.5_3b_instruct_ppo.sh [overrides...]
-#   PROFILE=local RAY_ADDRESS=http://127.0.0.1:8265 bash recipes/ray/submit.sh recipes/hiprag/run_...sh
+#   RAY_ADDRESS=http://head:8265 bash recipes/ray/submit.sh recipes/hiprag/run_ppo.sh [overrides...]
+#   PROFILE=local RAY_ADDRESS=http://127.0.0.1:8265 bash recipes/ray/submit.sh recipes/hiprag/run_ppo.sh
 #   DRY_RUN=1 ... prints the exact `ray job submit` command instead of running it
 #   bash recipes/ray/submit.sh --job -- COMMAND...   submits any command as a job and waits (what PROFILE=local uses)
 #
-# PROFILE=gpu (default): the run script's knobs (MODEL_PATH, NNODES, GPUS_PER_NODE, RETRIEVER_URL, JUDGE_URL, ...)
+# PROFILE=gpu (default): the run script's knobs (MODEL, NNODES, N_GPUS, RETRIEVER_URL, JUDGE_URL, ...)
 # are read here, on the submitting machine, and frozen into the job's command (python -m verl.trainer.main_ppo ...
 # +ray_kwargs.ray_init.address=auto). Paths in them must be valid on the cluster; the recipe's config dir is given
 # relative to the job's working_dir (the repository, uploaded by Ray).
@@ -117,7 +117,7 @@ if [[ "${1:-}" == --job ]]; then
   exit $?
 fi
 
-[[ $# -ge 1 ]] || { echo "usage: $0 recipes/<paper>/run_<model>_<algo>.sh [hydra overrides...]" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: $0 recipes/<paper>/run_<algo>.sh [hydra overrides...]" >&2; exit 2; }
 SCRIPT=$1
 shift
 [[ -f "$SCRIPT" ]] || _knob_die "no run script $SCRIPT"

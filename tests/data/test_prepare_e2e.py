@@ -110,7 +110,7 @@ async def test_searchr1_rows_run_through_agent_loop_and_reward_manager(tmp_path,
     # each question searched once, through the real retriever over HTTP
     assert sorted(r["queries"][0] for r in retriever_service.requests) == sorted(questions)
     assert list(nt["agentrag_num_searches"]) == [1] * 6
-    # Search-R1 v0.3 reward (SPEC §6): correct & valid = 1, wrong & valid = lambda_f = 0.2
+    # Search-R1 v0.3 reward (docs/methods/searchr1.md): correct & valid = 1, wrong & valid = lambda_f = 0.2
     expected = [0.2 if q in wrong else 1.0 for q in questions]
     scores = output.batch["rm_scores"].sum(dim=-1).tolist()
     assert scores == pytest.approx(expected)

@@ -28,10 +28,12 @@ def test_doc_has_snippets_for_each_topic():
 
 
 def test_python_blocks_run_in_order(tmp_path, monkeypatch):
-    from agentrag_verl import formats
+    from agentrag_verl import formats, registry
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(formats, "_FORMATS", dict(formats._FORMATS))  # the page registers a format: keep it local
+    registry.load_methods()  # the built-in methods declare themselves in the real registry first
+    monkeypatch.setattr(registry, "_MANAGERS", dict(registry._MANAGERS))  # the page declares a manager: keep it local
     module = types.ModuleType("agentrag_extending_doc")  # a real module: dataclasses and Hydra _target_ need one
     sys.modules[module.__name__] = module
     try:
@@ -70,6 +72,13 @@ def test_override_lines_compose(i):
 
 def test_toml_parses():
     tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+    groups = set()
     for block in blocks("toml"):
-        data = tomllib.loads(block)
-        assert data["project"]["entry-points"]["verl.plugins"]
+        entry_points = tomllib.loads(block)["project"]["entry-points"]
+        assert entry_points and all(entry_points.values())
+        groups.update(entry_points)
+    # the two ways into every process: our method discovery, and verl's plugin import
+    assert groups == {"agentrag_verl.methods", "verl.plugins"}
+    from agentrag_verl.registry import ENTRY_POINT_GROUP
+
+    assert ENTRY_POINT_GROUP == "agentrag_verl.methods"

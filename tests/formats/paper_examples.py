@@ -1,4 +1,4 @@
-"""Trajectories printed in the papers, transcribed from papers/*.txt.
+"""Trajectories printed in the papers, transcribed from the papers' figures and examples.
 
 Extraction artefacts are undone where noted (Markdown backticks around tags, HTML ``<p>`` wrappers); the text
 between tags is the papers'.

@@ -71,7 +71,7 @@ def _exercise(name: str, text: str) -> None:
         assert text[start:end] == trajectory.answer
     observation = OBSERVATION_TAGS[name]
     if observation is None or observation not in text:
-        assert trajectory.answer == extract_answer(text)  # SPEC §0.1 semantics when no observation interferes
+        assert trajectory.answer == extract_answer(text)  # docs/decisions.md#answer-metrics, no observation in the way
 
 
 @pytest.mark.parametrize("name", FORMATS)

@@ -1,4 +1,4 @@
-"""STYLE rule 7: the judges package imports no heavy stack, and not even ``openai`` until a client is built."""
+"""Light imports: the judges package imports no heavy stack, and not even ``openai`` until a client is built."""
 
 from __future__ import annotations
 

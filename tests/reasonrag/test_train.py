@@ -119,17 +119,15 @@ def test_pair_file_errors(tmp_path):
         load_pairs([tmp_path / "missing.jsonl"])
 
 
-@pytest.mark.parametrize(
-    "script", ["run_qwen2.5_7b_instruct_dpo.sh", "run_qwen2.5_7b_instruct_sft.sh", "run_generate_proguide.sh"]
-)
+@pytest.mark.parametrize("script", ["run_dpo.sh", "run_sft.sh", "run_generate_proguide.sh"])
 def test_run_scripts_parse(script):
     assert subprocess.run(["bash", "-n", str(RECIPES / script)], capture_output=True).returncode == 0
 
 
 def test_dry_run_prints_the_exact_command():
-    env = {**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable, "PAIRS": "p.jsonl", "NUM_GPUS": "4"}
+    env = {**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable, "PAIRS": "p.jsonl", "N_GPUS": "4"}
     out = subprocess.run(
-        ["bash", str(RECIPES / "run_qwen2.5_7b_instruct_dpo.sh"), "--beta", "0.1"],
+        ["bash", str(RECIPES / "run_dpo.sh"), "--beta", "0.1"],
         capture_output=True, text=True, env=env, check=True,
     ).stdout.split()  # fmt: skip
     assert out[:3] == ["accelerate", "launch", "--config_file"]
@@ -140,9 +138,9 @@ def test_dry_run_prints_the_exact_command():
         "--model_name_or_path", "Qwen/Qwen2.5-7B-Instruct", "--pairs", "p.jsonl", "--output_dir",
         "outputs/reasonrag/dpo", "--beta", "0.1",
     ]  # fmt: skip
-    env["NUM_GPUS"] = "1"
+    env["N_GPUS"] = "1"
     sft = subprocess.run(
-        ["bash", str(RECIPES / "run_qwen2.5_7b_instruct_sft.sh")], capture_output=True, text=True, env=env, check=True
+        ["bash", str(RECIPES / "run_sft.sh")], capture_output=True, text=True, env=env, check=True
     ).stdout.split()
     assert sft[:4] == [sys.executable, "-m", "agentrag_verl.methods.reasonrag.train", "sft"]
     assert sft[5] == str(RECIPES / "sft.yaml")

@@ -32,12 +32,12 @@ class Recipe:
 
 
 CASES = [
-    Recipe("searchr1/run_qwen2.5_3b_ppo.sh", "searchr1_ppo", "SearchR1RewardManager", "searchr1_agent", "gae"),
-    Recipe("searchr1/run_qwen2.5_3b_grpo.sh", "searchr1_grpo", "SearchR1RewardManager", "searchr1_agent", "grpo"),
-    Recipe("hiprag/run_qwen2.5_3b_instruct_ppo.sh", "hiprag_ppo", "HipragRewardManager", "hiprag_agent", "gae"),
-    Recipe("hiprag/run_qwen2.5_7b_instruct_grpo.sh", "hiprag_grpo", "HipragRewardManager", "hiprag_agent", "grpo"),
+    Recipe("searchr1/run_ppo.sh", "searchr1_ppo", "SearchR1RewardManager", "searchr1_agent", "gae"),
+    Recipe("searchr1/run_grpo.sh", "searchr1_grpo", "SearchR1RewardManager", "searchr1_agent", "grpo"),
+    Recipe("hiprag/run_ppo.sh", "hiprag_ppo", "HipragRewardManager", "hiprag_agent", "gae"),
+    Recipe("hiprag/run_grpo.sh", "hiprag_grpo", "HipragRewardManager", "hiprag_agent", "grpo"),
     Recipe(
-        "multistage/run_qwen3_4b_dapo.sh",
+        "multistage/run_dapo.sh",
         "multistage_stage1",
         "MultistageRewardManager",
         "multistage_agent",
@@ -45,7 +45,7 @@ CASES = [
         {"STAGE": "1"},
     ),
     Recipe(
-        "multistage/run_qwen3_4b_dapo.sh",
+        "multistage/run_dapo.sh",
         "multistage_stage2",
         "MultistageRewardManager",
         "multistage_agent",
@@ -53,28 +53,34 @@ CASES = [
         {"STAGE": "2", "STAGE1_CKPT": "/ckpt/global_step_250"},
     ),
     Recipe(
-        "multistage/run_qwen3_4b_dapo.sh",
+        "multistage/run_dapo.sh",
         "multistage_stage1",
         "MultistageRewardManager",
         "multistage_agent",
         "grpo",
         {"STAGE": "switch"},
     ),
-    Recipe("searchp1/run_qwen2.5_7b_grpo.sh", "searchp1_grpo", "SearchP1RewardManager", "searchp1_agent", "grpo"),
-    Recipe("searchp1/run_qwen2.5_3b_grpo.sh", "searchp1_grpo", "SearchP1RewardManager", "searchp1_agent", "grpo"),
-    Recipe("autosearch/run_qwen2.5_3b_ppo.sh", "autosearch_ppo", "AutoSearchRewardManager", "autosearch_agent", "gae"),
+    Recipe("searchp1/run_grpo.sh", "searchp1_grpo", "SearchP1RewardManager", "searchp1_agent", "grpo"),
     Recipe(
-        "autosearch/run_qwen2.5_3b_grpo.sh", "autosearch_grpo", "AutoSearchRewardManager", "autosearch_agent", "grpo"
+        "searchp1/run_grpo.sh",
+        "searchp1_grpo",
+        "SearchP1RewardManager",
+        "searchp1_agent",
+        "grpo",
+        {"MODEL": "Qwen/Qwen2.5-3B-Instruct"},
     ),
+    Recipe("autosearch/run_ppo.sh", "autosearch_ppo", "AutoSearchRewardManager", "autosearch_agent", "gae"),
+    Recipe("autosearch/run_grpo.sh", "autosearch_grpo", "AutoSearchRewardManager", "autosearch_agent", "grpo"),
     Recipe(
-        "reasonrag/run_qwen2.5_7b_instruct_grpo.sh",
+        "reasonrag/run_grpo.sh",
         "reasonrag_orl_grpo",
         "SearchR1RewardManager",
         "searchr1_agent",
         "grpo",
     ),
 ]
-"""Every run script of issue 9 (the ReasonRAG DPO recipe belongs to its own issue and is not a main_ppo run)."""
+"""Every main_ppo run script, one per paper and algorithm, with the knobs that pick each paper setting (the ReasonRAG
+DPO recipe is not a main_ppo run: ``tests/reasonrag/test_train.py``)."""
 
 PAPERS = ("searchr1", "hiprag", "multistage", "searchp1", "autosearch", "reasonrag")
 

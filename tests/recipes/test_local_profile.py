@@ -54,7 +54,7 @@ def test_hiprag_ppo_recipe_runs_as_a_ray_job(tmp_path):
                 "RAY_AUTH_MODE": "disabled",
                 "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
             }
-            script = RECIPES / "hiprag/run_qwen2.5_3b_instruct_ppo.sh"
+            script = RECIPES / "hiprag/run_ppo.sh"
             t0 = time.monotonic()
             proc = subprocess.run(
                 ["bash", str(RECIPES / "ray/submit.sh"), str(script)],

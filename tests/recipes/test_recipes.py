@@ -4,6 +4,7 @@ papers'; every run script passes ``bash -n`` and prints its exact command with D
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,7 +99,7 @@ def check_loaders(cfg: Any, recipe: Recipe, tokenizer: Any) -> None:
 @pytest.mark.parametrize("recipe", CASES, ids=lambda c: c.id)
 def test_gpu_command_composes_and_loads(recipe, tokenizer, tiny_model_dir):
     # a real model dir: verl's typed critic config loads the model's config and tokenizer
-    knobs = {"MODEL_PATH": str(tiny_model_dir), "RETRIEVER_URL": "http://10.0.0.5:8000/retrieve", "NNODES": "2"}
+    knobs = {"MODEL": str(tiny_model_dir), "RETRIEVER_URL": "http://10.0.0.5:8000/retrieve", "NNODES": "2"}
     argv = dry_run(recipe, "trainer.total_epochs=3", **knobs)
     config_path, name, overrides = split_main_ppo(argv)
     assert Path(config_path) == RECIPES / recipe.script.split("/")[0] / "config"
@@ -198,7 +199,7 @@ def composed(script: str, **env: str) -> Any:
 
 def test_paper_values():
     """Spot checks of the values each recipe must carry (the papers' setup sections)."""
-    c = composed("hiprag/run_qwen2.5_3b_instruct_ppo.sh")
+    c = composed("hiprag/run_ppo.sh")
     # HiPRAG §4.3: 400 steps, checkpoint every 50, temperature / top-p 1, top-3, λf 0.2, λp 0.4, judges' models
     assert (c.trainer.total_training_steps, c.trainer.save_freq) == (400, 50)
     assert (c.actor_rollout_ref.rollout.temperature, c.actor_rollout_ref.rollout.top_p) == (1.0, 1.0)
@@ -206,9 +207,9 @@ def test_paper_values():
     rk = c.reward.reward_kwargs
     assert (rk.lambda_f, rk.lambda_p) == (0.2, 0.4)
     assert (rk.over_search_judge.model, rk.under_search_judge.model) == ("gpt-4.1-mini", "gpt-5-mini")
-    assert composed("hiprag/run_qwen2.5_7b_instruct_grpo.sh").actor_rollout_ref.rollout.n == 5  # §4.3 group of 5
+    assert composed("hiprag/run_grpo.sh").actor_rollout_ref.rollout.n == 5  # §4.3 group of 5
 
-    c = composed("multistage/run_qwen3_4b_dapo.sh", STAGE="1")
+    c = composed("multistage/run_dapo.sh", STAGE="1")
     a, r = c.actor_rollout_ref.actor, c.actor_rollout_ref.rollout
     # DAPO clip-higher + token-mean + dynamic sampling; Table 5: n 32, batch 32, mini 32, lr 1e-6, kl 1e-4, top-5
     assert (a.clip_ratio_low, a.clip_ratio_high, a.loss_agg_mode) == (0.2, 0.28, "token-mean")
@@ -216,13 +217,13 @@ def test_paper_values():
     assert (r.n, c.data.train_batch_size, a.ppo_mini_batch_size, a.optim.lr, a.kl_loss_coef) == (32, 32, 32, 1e-6, 1e-4)
     assert r.custom.agentrag.retriever_topk == 5 and c.reward.reward_kwargs.beta == 0.3
     assert c.reward.reward_kwargs.stage == 1 and c.trainer.total_training_steps == 250  # two-run: stops at switch
-    c2 = composed("multistage/run_qwen3_4b_dapo.sh", STAGE="2")
+    c2 = composed("multistage/run_dapo.sh", STAGE="2")
     assert c2.reward.reward_kwargs.stage == 2 and c2.trainer.resume_mode == "resume_path"
     assert c2.trainer.resume_from_path == "/ckpt/global_step_250" and c2.trainer.total_training_steps == 500
-    cs = composed("multistage/run_qwen3_4b_dapo.sh", STAGE="switch")
+    cs = composed("multistage/run_dapo.sh", STAGE="switch")
     assert cs.reward.reward_kwargs.stage is None and cs.reward.reward_kwargs.stage_switch_step == 250
 
-    c = composed("searchp1/run_qwen2.5_7b_grpo.sh")
+    c = composed("searchp1/run_grpo.sh")
     a, r = c.actor_rollout_ref.actor, c.actor_rollout_ref.rollout
     # Search-P1 B.1: GRPO n 16 (7B), clip 0.2/0.28, KL 0.001 low_var_kl, lr 1e-6 warm-up 0.1, batch 512/256,
     # SGLang, temperature 0.6, top-k 20, top-p 0.95; B.2: λ 0.3/0.6/0.1
@@ -237,9 +238,12 @@ def test_paper_values():
     rk = c.reward.reward_kwargs
     assert (rk.lambda_p, rk.lambda_a, rk.lambda_f) == (0.3, 0.6, 0.1)
     assert rk.planner_cache == "data/searchp1/planners.jsonl"
-    assert composed("searchp1/run_qwen2.5_3b_grpo.sh").actor_rollout_ref.rollout.n == 32  # B.1: 32 for 3B
+    c3 = composed("searchp1/run_grpo.sh", MODEL="Qwen/Qwen2.5-3B-Instruct")  # B.1: n 32, micro-batch 16, memory 0.75
+    a3, r3 = c3.actor_rollout_ref.actor, c3.actor_rollout_ref.rollout
+    assert (r3.n, a3.ppo_micro_batch_size_per_gpu, r3.gpu_memory_utilization) == (32, 16, 0.75)
+    assert (r.n, a.ppo_micro_batch_size_per_gpu, r.gpu_memory_utilization) == (16, 8, 0.8)  # 7B
 
-    c = composed("autosearch/run_qwen2.5_3b_ppo.sh")
+    c = composed("autosearch/run_ppo.sh")
     # AutoSearch App. C: 1005 steps, actor 1e-6 / critic 1e-5, warm-up 0.285 / 0.015, batch 512 / mini 256,
     # 4096 tokens in total; per-step rewards through the step-reward agent-loop manager
     assert c.trainer.total_training_steps == 1005
@@ -253,20 +257,20 @@ def test_paper_values():
     assert c.reward.reward_kwargs.per_step is True
     # Eq. 11-12 have no KL term and App. C gives none: no KL in the reward or the loss (HiPRAG's PPO keeps 0.001)
     assert c.algorithm.use_kl_in_reward is False and c.actor_rollout_ref.actor.use_kl_loss is False
-    h = composed("hiprag/run_qwen2.5_3b_instruct_ppo.sh")
+    h = composed("hiprag/run_ppo.sh")
     assert h.algorithm.use_kl_in_reward is True and h.algorithm.kl_ctrl.kl_coef == 0.001
-    g = composed("autosearch/run_qwen2.5_3b_grpo.sh")
+    g = composed("autosearch/run_grpo.sh")
     assert (
         g.reward.reward_kwargs.per_step is False
         and g.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class") is None
     )
 
-    c = composed("searchr1/run_qwen2.5_3b_ppo.sh")
+    c = composed("searchr1/run_ppo.sh")
     # Search-R1 v0.3 reward; Search-R1 App. B: KL 0.001 in the reward for PPO, critic on the policy's model
     assert (c.reward.reward_kwargs.variant, c.reward.reward_kwargs.lambda_f) == ("outcome_format", 0.2)
     assert c.algorithm.use_kl_in_reward is True and c.algorithm.kl_ctrl.kl_coef == 0.001
     assert c.critic.model.path == c.actor_rollout_ref.model.path
-    c = composed("reasonrag/run_qwen2.5_7b_instruct_grpo.sh")
+    c = composed("reasonrag/run_grpo.sh")
     assert c.reward.reward_kwargs.variant == "em" and c.actor_rollout_ref.model.path == "Qwen/Qwen2.5-7B-Instruct"
 
 
@@ -317,11 +321,11 @@ def test_multistage_stage2_needs_the_stage1_checkpoint():
 
     env = {**os.environ, "STAGE": "2", "STAGE1_CKPT": ""}
     proc = subprocess.run(
-        ["bash", str(RECIPES / "multistage/run_qwen3_4b_dapo.sh")], capture_output=True, text=True, env=env, cwd=REPO
+        ["bash", str(RECIPES / "multistage/run_dapo.sh")], capture_output=True, text=True, env=env, cwd=REPO
     )
     assert proc.returncode == 2 and "STAGE1_CKPT" in proc.stderr
     bad = subprocess.run(
-        ["bash", str(RECIPES / "multistage/run_qwen3_4b_dapo.sh")],
+        ["bash", str(RECIPES / "multistage/run_dapo.sh")],
         capture_output=True,
         text=True,
         env={**os.environ, "STAGE": "3", "DRY_RUN": "1"},
@@ -330,7 +334,7 @@ def test_multistage_stage2_needs_the_stage1_checkpoint():
     assert bad.returncode == 2 and "STAGE='3' is not one of: 1 2 switch" in bad.stderr
     # a dry run of stage 2 without the checkpoint is refused too: the command it would print could not run
     dry = subprocess.run(
-        ["bash", str(RECIPES / "multistage/run_qwen3_4b_dapo.sh")],
+        ["bash", str(RECIPES / "multistage/run_dapo.sh")],
         capture_output=True,
         text=True,
         env={**os.environ, "STAGE": "2", "STAGE1_CKPT": "", "DRY_RUN": "1"},
@@ -363,11 +367,11 @@ def test_dry_run_takes_1_true_yes_and_refuses_anything_else(script, tmp_path):
 
 def test_a_dry_run_creates_nothing(tmp_path):
     work = tmp_path / "local_work"
-    for script in ("hiprag/run_qwen2.5_3b_instruct_ppo.sh", "searchp1/run_qwen2.5_7b_grpo.sh"):
+    for script in ("hiprag/run_ppo.sh", "searchp1/run_grpo.sh"):
         done = _script(script, DRY_RUN="1", PROFILE="local", LOCAL_WORK=str(work))
         assert done.returncode == 0, done.stderr
         assert str(work) in done.stdout and not work.exists()
-    done = _script("hiprag/run_qwen2.5_3b_instruct_ppo.sh", DRY_RUN="1", PROFILE="local")
+    done = _script("hiprag/run_ppo.sh", DRY_RUN="1", PROFILE="local")
     assert done.returncode == 0 and not (REPO / "outputs" / "local" / "hiprag_ppo").exists()
 
 
@@ -377,13 +381,46 @@ def test_a_dry_run_creates_nothing(tmp_path):
         ({"ROLLOUT": "tgi"}, "ROLLOUT='tgi' is not one of: vllm sglang"),
         ({"PROFILE": "cluster"}, "PROFILE='cluster' is not one of: gpu local"),
         ({"NNODES": "0"}, "NNODES='0' must be a whole number of at least 1"),
-        ({"GPUS_PER_NODE": "eight"}, "GPUS_PER_NODE='eight' must be a whole number"),
+        ({"N_GPUS": "eight"}, "N_GPUS='eight' must be a whole number"),
+        # the knobs' earlier names are refused with the new one, never silently ignored
+        ({"GPUS_PER_NODE": "4"}, "GPUS_PER_NODE was renamed N_GPUS: set N_GPUS=4"),
+        ({"MODEL_PATH": "/models/qwen"}, "MODEL_PATH was renamed MODEL: set MODEL=/models/qwen"),
         ({"LOCAL_STEPS": "-1", "PROFILE": "local"}, "LOCAL_STEPS='-1'"),
     ],
 )
 def test_run_script_knobs_are_checked(env, message):
-    refused = _script("searchr1/run_qwen2.5_3b_ppo.sh", DRY_RUN="1", **env)
+    refused = _script("searchr1/run_ppo.sh", DRY_RUN="1", **env)
     assert refused.returncode == 2 and message in refused.stderr and not refused.stdout
+
+
+def test_model_knob_names_the_run_and_picks_the_size_settings():
+    """One script per paper and algorithm: the model is a knob, and what the papers set per model follows it."""
+    hiprag = next(c for c in CASES if c.script == "hiprag/run_ppo.sh")
+    default = dry_run(hiprag)
+    assert "actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct" in default  # HiPRAG's main setting
+    assert "trainer.experiment_name=hiprag-qwen2.5-3b-it-ppo" in default
+    other = dry_run(hiprag, MODEL="Qwen/Qwen2.5-7B-Instruct", N_GPUS="8")
+    assert "trainer.experiment_name=hiprag-qwen2.5-7b-it-ppo" in other and "trainer.n_gpus_per_node=8" in other
+    assert "trainer.default_local_dir=checkpoints/agentrag_hiprag/hiprag-qwen2.5-7b-it-ppo" in other
+    searchp1 = next(c for c in CASES if c.script == "searchp1/run_grpo.sh" and not c.env)
+    # a name that states no size (a local checkpoint) gets the paper's default (7B) values; explicit knobs win
+    local_ckpt = dry_run(searchp1, MODEL="/ckpt/my_policy/", ROLLOUT_N="24")
+    assert (
+        "actor_rollout_ref.rollout.n=24" in local_ckpt
+        and "trainer.experiment_name=searchp1-my_policy-grpo-n24" in local_ckpt
+    )
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8" in local_ckpt
+    small = dry_run(searchp1, MODEL="Qwen/Qwen2.5-1.5B-Instruct")
+    assert (
+        "actor_rollout_ref.rollout.n=32" in small and "trainer.experiment_name=searchp1-qwen2.5-1.5b-grpo-n32" in small
+    )
+
+
+def test_run_scripts_are_named_by_algorithm_not_model():
+    names = sorted(p.relative_to(RECIPES).as_posix() for p in RECIPES.glob("*/**/run_*.sh"))
+    assert names and not [n for n in names if re.search(r"qwen|llama|\d+(\.\d+)?b_", n, re.I)], names
+    for c in CASES:
+        assert re.fullmatch(r"[a-z0-9]+/run_(ppo|grpo|dapo)\.sh", c.script), c.script
 
 
 def test_searchr1_tool_config_loads_through_verl():
@@ -399,7 +436,7 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
     import os
     import shlex
 
-    recipe = next(c for c in CASES if c.script == "hiprag/run_qwen2.5_3b_instruct_ppo.sh")
+    recipe = next(c for c in CASES if c.script == "hiprag/run_ppo.sh")
     env = {
         **os.environ,
         "DRY_RUN": "1",
@@ -407,7 +444,7 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
         "SUBMISSION_ID": "job-1",
         "JUDGE_KEY_VARS": "AGENTRAG_TEST_KEY",
         "AGENTRAG_TEST_KEY": "s3cr3t-value",
-        "MODEL_PATH": "/shared/models/qwen",
+        "MODEL": "/shared/models/qwen",
     }
     proc = subprocess.run(
         ["bash", "recipes/ray/submit.sh", "recipes/" + recipe.script, "trainer.total_epochs=2"],
@@ -441,7 +478,7 @@ def test_ray_submit_wraps_the_exact_recipe_command(tmp_path):
         recipe,
         "trainer.total_epochs=2",
         "+ray_kwargs.ray_init.address=auto",
-        MODEL_PATH="/shared/models/qwen",
+        MODEL="/shared/models/qwen",
         PYTHON="python3",  # submit.sh ran the script with the default interpreter of the job's environment
     )
     expected[3] = f"--config-path={job_dir}/recipes/hiprag/config"  # relative to the job's working_dir
@@ -467,7 +504,7 @@ def test_ray_submit_takes_the_local_profile(tmp_path):
     env = {**os.environ, "DRY_RUN": "1", "PROFILE": "local", "LOCAL_WORK": str(work), "SUBMISSION_ID": "job-2"}
     env.update(PYTHON=sys.executable, AGENTRAG=console())
     proc = subprocess.run(
-        ["bash", "recipes/ray/submit.sh", "recipes/hiprag/run_qwen2.5_3b_instruct_ppo.sh"],
+        ["bash", "recipes/ray/submit.sh", "recipes/hiprag/run_ppo.sh"],
         capture_output=True,
         text=True,
         env=env,
@@ -482,7 +519,7 @@ def test_ray_submit_takes_the_local_profile(tmp_path):
     assert "--config-name" in job and job[job.index("--config-name") + 1] == "hiprag_ppo"
     assert not work.exists()  # a dry run creates nothing
     refused = subprocess.run(
-        ["bash", "recipes/ray/submit.sh", "recipes/hiprag/run_qwen2.5_3b_instruct_ppo.sh"],
+        ["bash", "recipes/ray/submit.sh", "recipes/hiprag/run_ppo.sh"],
         capture_output=True,
         text=True,
         env={**env, "NO_WAIT": "1"},

@@ -1,4 +1,4 @@
-"""Encoders: presets (SPEC §0.3), prefixes, pooling over the attention mask, normalization, order."""
+"""Encoders: presets (docs/decisions.md#retrieval), prefixes, pooling over the attention mask, normalization, order."""
 
 from __future__ import annotations
 

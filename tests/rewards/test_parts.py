@@ -1,4 +1,5 @@
-"""Reward parts and their composition (SPEC §1-6 numbers), and the check that each paper formula lives in one place."""
+"""Reward parts and their composition (the numbers of docs/methods/), and the check that each paper formula lives in
+one place."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Golden values of the pure reward functions, computed by hand from the papers' equations (SPEC §1-6)."""
+"""Golden values of the pure reward functions, computed by hand from the papers' equations (docs/methods/)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_module_examples(module):
     assert result.attempted > 0 and result.failed == 0
 
 
-# ---- Search-R1 (SPEC §6) -------------------------------------------------------------------------------------
+# ---- Search-R1 (docs/methods/searchr1.md) ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_searchr1_em_only():
     assert searchr1.exact_match_reward(1.0) == 1.0 and searchr1.exact_match_reward(False) == 0.0
 
 
-# ---- HiPRAG Eq. 1 (SPEC §1) -----------------------------------------------------------------------------------
+# ---- HiPRAG Eq. 1 (docs/methods/hiprag.md) --------------------------------------------------------------------
 
 
 def test_hiprag_eq1_paper_denominator():
@@ -82,7 +82,7 @@ def test_hiprag_detector_ablations():
     assert hiprag.step_optimality(*flags, under_search_detector=False) == [False, True]  # "over-search only"
 
 
-# ---- Multi-stage (SPEC §2) -----------------------------------------------------------------------------------
+# ---- Multi-stage (docs/methods/multistage.md) -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -136,7 +136,7 @@ def test_multistage_stage_schedule():
         multistage.answer_reward(True, 1, 3)
 
 
-# ---- Search-P1 (SPEC §4) -------------------------------------------------------------------------------------
+# ---- Search-P1 (docs/methods/searchp1.md) ---------------------------------------------------------------------
 
 EV = {
     "planner_score": 1.0,
@@ -186,7 +186,7 @@ def test_searchp1_accepts_alg3_names_and_evaluation_dataclass():
     assert searchp1.path_reward(ev, 3, 5) == pytest.approx(0.45)
 
 
-# ---- AutoSearch (SPEC §5) ------------------------------------------------------------------------------------
+# ---- AutoSearch (docs/methods/autosearch.md) -----------------------------------------------------------------
 
 
 def test_autosearch_three_retrievals_correct_at_two():

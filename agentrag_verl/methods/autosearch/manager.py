@@ -1,5 +1,5 @@
-"""AutoSearch reward manager (AutoSearch §4, ``docs/decisions.md#autosearch``): per-step rewards Eq. 1, 2, 7, 9 placed
-on step-end tokens.
+"""AutoSearch reward manager (AutoSearch §4, ``docs/methods/autosearch.md#decisions``): per-step rewards Eq. 1, 2, 7,
+9 placed on step-end tokens.
 
 Composed of :mod:`agentrag_verl.rewards.parts`: :class:`~agentrag_verl.rewards.parts.AutoSearchStepRewards`
 (:func:`agentrag_verl.methods.autosearch.reward.step_rewards`, ``[r_1..r_T]``) over the per-step view

@@ -1,6 +1,6 @@
-"""AutoSearch parts (AutoSearch §4, Eq. 1-9; decisions in ``docs/decisions.md#autosearch``): the per-step view of a
-trajectory (retrieval steps, their intermediate answers, t_c, the step-end token positions) and the per-step rewards:
-step format (Eq. 1), outcome (Eq. 2), efficiency (Eq. 7), quality (Eq. 9), and their sum ``r_t``
+"""AutoSearch parts (AutoSearch §4, Eq. 1-9; decisions in ``docs/methods/autosearch.md#decisions``): the per-step
+view of a trajectory (retrieval steps, their intermediate answers, t_c, the step-end token positions) and the per-step
+rewards: step format (Eq. 1), outcome (Eq. 2), efficiency (Eq. 7), quality (Eq. 9), and their sum ``r_t``
 (:func:`agentrag_verl.methods.autosearch.reward.step_rewards`).
 
 Every per-step part returns ``steps = [(token_index, r_t), ...]``: retrieval steps at their step-end tokens (the

@@ -1,4 +1,4 @@
-"""AutoSearch per-step rewards (SPEC §5).
+"""AutoSearch per-step rewards (``docs/methods/autosearch.md``).
 
 Paper: AutoSearch: Adaptive Search Depth for Efficient Agentic RAG, §4.1 (step format reward Eq. 1, outcome
 Eq. 2), §4.2 (intermediate answers Eq. 4-5, optimal depth t_c Eq. 6, efficiency reward Eq. 7), §4.3 (quality
@@ -12,7 +12,7 @@ agent-loop manager puts ``r_t`` on the last model-generated token of step t (GAE
 - Outcome (Eq. 2): EM of the final answer, at step T only.
 - t_c (Eq. 6): the first retrieval step (1-based) whose intermediate answer is an exact match, -1 if none.
 - Efficiency (Eq. 7), retrieval steps: t_c = -1: +0.025 each; t ≤ t_c: ``0.4/(t_c+ε) - 0.05``; t > t_c: -0.1.
-  Decision: Eq. 7's extra conditions ``t_c < T-1`` are read as "t_c is one of the retrieval steps" (SPEC §5).
+  Decision: Eq. 7's extra conditions ``t_c < T-1`` are read as "t_c is one of the retrieval steps".
 - Quality (Eq. 9): ``F1(a_t) - max_{t'<t} F1(a_t')`` (empty max = 0); no clipping unless ``clip_quality``.
 
 Ablations of Table 4 / §6 ("w/o base", "w/o search efficiency", "w/o search quality") are the ``use_*`` switches.

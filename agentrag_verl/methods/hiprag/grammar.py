@@ -3,7 +3,7 @@
 Implements Section 3.1, the format checker F(T) of **Algorithms 2 and 3** (Appendix C), the rollout of
 Algorithm 1 (with the deviation below), the system prompt of **Figure 4** (Appendix D) and the policy's
 over-search re-answer prompt (§3.2; the judges' Figures 5-6 are in :mod:`agentrag_verl.methods.hiprag.judge`).
-Decisions: ``docs/decisions.md#hiprag``.
+Decisions: ``docs/methods/hiprag.md#decisions``.
 
 Grammar: exactly one ``<think>`` holding one or more ``<step>`` blocks, then ``<answer>``. A search step is
 ``<reasoning> <search> <context> <conclusion>``, a non-search step ``<reasoning> <conclusion>``; ``<context>``
@@ -20,8 +20,8 @@ is written by the environment.
 Implementation: the text is split once at the seven tags (one C-level regex split); every Count, Find and Trim of
 the pseudo-code is then answered from the tag list and the text pieces between tags, which is exact because the
 tags cannot overlap. ``tests/formats/hiprag_reference.py`` keeps the line-by-line ``str``-method transcription
-and a property test asserts both agree. About 50k trajectories/s on one core for 1-5 step trajectories with three
-retrieved passages per search (``benchmarks/formats_bench.py``).
+and a property test asserts both agree. Throughput: ``benchmarks/formats_bench.py`` (figures in
+``benchmarks/README.md``).
 
 Like the pseudo-code, counts are taken over the raw text (a ``<think>`` inside retrieved context fails the
 check), and tags inside a field's content (e.g. ``<answer>`` inside ``<reasoning>``) are not checked.

@@ -1,5 +1,5 @@
-"""HiPRAG reward manager (HiPRAG §3.3, ``docs/decisions.md#hiprag``): Eq. 1 with the over-/under-search detectors
-judged by LLMs.
+"""HiPRAG reward manager (HiPRAG §3.3, ``docs/methods/hiprag.md#decisions``): Eq. 1 with the over-/under-search
+detectors judged by LLMs.
 
 Composed of :mod:`agentrag_verl.rewards.parts`: Search-R1 v0.3 :class:`~agentrag_verl.rewards.parts.OutcomeFormat`
 (A = CEM, F = Algorithms 2-3) plus the gated :class:`~agentrag_verl.rewards.parts.HipragProcessBonus` over
@@ -36,7 +36,7 @@ class HipragOptions:
     denominator: Literal["all", "search"] = "all"
     """Ncorr / N over all steps (paper) or over search steps (authors' code)."""
     judge_error_policy: Literal["exclude", "optimal", "suboptimal"] = "exclude"
-    """How a failed verdict counts (``docs/decisions.md#hiprag``)."""
+    """How a failed verdict counts (``docs/methods/hiprag.md#decisions``)."""
     over_search_detector: bool = True
     """Over-search detector on (off: ablation "under-search only")."""
     under_search_detector: bool = True

@@ -1,4 +1,4 @@
-"""HiPRAG parts (HiPRAG §3.2-3.3; decisions in ``docs/decisions.md#hiprag``): per-step optimality from the
+"""HiPRAG parts (HiPRAG §3.2-3.3; decisions in ``docs/methods/hiprag.md#decisions``): per-step optimality from the
 over-/under-search detectors (LLM judges) and the gated process bonus ``λp·A·F·Ncorr/N`` of Eq. 1.
 
 The detectors run only when the bonus asks for them, i.e. when A = F = 1 and λp ≠ 0 (the bonus is 0 otherwise),
@@ -53,7 +53,8 @@ class HipragStepOptimality(Part):
         under_search_judge: JudgeConfig of the under-search verifier (overrides ``judge``).
         over_search_detector: Detector on (off: its steps count as optimal; ablation "under-search only").
         under_search_detector: Detector on (off: ablation "over-search only").
-        judge_error_policy: ``exclude`` | ``optimal`` | ``suboptimal`` for failed verdicts (``docs/decisions.md``).
+        judge_error_policy: ``exclude`` | ``optimal`` | ``suboptimal`` for failed verdicts
+            (``docs/methods/hiprag.md#decisions``).
     """
 
     keys = (

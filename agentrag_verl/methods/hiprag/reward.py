@@ -1,4 +1,4 @@
-"""HiPRAG hierarchical process reward (SPEC §1).
+"""HiPRAG hierarchical process reward (``docs/methods/hiprag.md``).
 
 Paper: HiPRAG: Hierarchical Process Rewards for Efficient Agentic Retrieval Augmented Generation, Eq. 1
 (reward), Eq. 2 (OSR / USR), §3.2 detectors.
@@ -7,7 +7,7 @@ Paper: HiPRAG: Hierarchical Process Rewards for Efficient Agentic Retrieval Augm
 (Algorithms 2-3), N the number of steps and Ncorr the steps that are neither over- nor under-search. The first two
 terms are Search-R1 v0.3's outcome + format reward; the third is the gated process bonus (:func:`process_bonus`).
 
-Decisions (SPEC §1), each a parameter:
+Decisions (``docs/methods/hiprag.md#decisions``), each a parameter:
 
 - ``denominator="all"`` (paper): divide Ncorr by all N steps; ``"search"`` is the authors' code, which divides
   by the number of *search* steps only (the bonus can then exceed λp). With no step in the denominator the

@@ -1,5 +1,5 @@
 """The think/search/information/reflect/answer format of "Learning When to Search: Multi-Stage Reward Design for
-Efficient Agentic RAG with Reasoning Language Models" (decisions: ``docs/decisions.md#multi-stage``).
+Efficient Agentic RAG with Reasoning Language Models" (decisions: ``docs/methods/multistage.md#decisions``).
 
 Implements the two output structures of the format reward r_f (§3.3, Eq. 6), the rollout of §3.2 ("Rollout with
 Search") and the prompt "Instruction for Trained RLM" (Appendix B.4).

@@ -1,5 +1,5 @@
-"""Multi-stage reward manager (``docs/decisions.md#multi-stage``): ``r = r_a + r_s + r_f`` with the stage from verl's
-training step.
+"""Multi-stage reward manager (``docs/methods/multistage.md#decisions``): ``r = r_a + r_s + r_f`` with the stage from
+verl's training step.
 
 Stage switch (both documented in the README):
 
@@ -59,7 +59,7 @@ class MultistageOptions:
     """Conciseness rule: largest stopword/preposition fraction."""
     auxiliary_openers: bool = False
     """Conciseness rule: a query opening with an auxiliary (is, can, will, ...) is a question too. Off by default so
-    that "Will Smith birth date" is concise (``docs/decisions.md#multi-stage``)."""
+    that "Will Smith birth date" is concise (``docs/methods/multistage.md#decisions``)."""
     correctness: Literal["judge", "em", "cem"] = "judge"
     """Correct = LLM judge YES (paper), exact match, or cover exact match."""
     judge_fallback: Literal["exact_match", "cover_exact_match", "incorrect"] = "exact_match"

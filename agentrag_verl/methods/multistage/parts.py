@@ -1,4 +1,4 @@
-"""Multi-stage parts ("Learning When to Search"; ``docs/decisions.md#multi-stage``): the judge's answer correctness
+"""Multi-stage parts ("Learning When to Search"; ``docs/methods/multistage.md``): the judge's answer correctness
 (B.4), staged answer reward r_a, search reward r_s (Eq. 9: conciseness, query diversity), format reward r_f, and the
 total ``r = r_a + r_s + r_f``.
 

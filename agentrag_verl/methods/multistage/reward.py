@@ -1,4 +1,4 @@
-"""Multi-stage reward of "Learning When to Search" (decisions: ``docs/decisions.md#multi-stage``).
+"""Multi-stage reward of "Learning When to Search" (decisions: ``docs/methods/multistage.md#decisions``).
 
 Paper: Learning When to Search: multi-stage reward for reasoning models in agentic RAG, §3 (answer reward with
 stages, search reward Eq. 7-9, format reward), Table 4 ablations.

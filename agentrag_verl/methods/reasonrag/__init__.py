@@ -1,5 +1,5 @@
 """ReasonRAG (Process vs. Outcome Reward: Which is Better for Agentic RAG Reinforcement Learning, Zhang et al.;
-SPEC §3): process-level preference data by MCTS + SPRE, and step-level DPO.
+``docs/methods/reasonrag.md``): process-level preference data by MCTS + SPRE, and step-level DPO.
 
 Pipeline::
 

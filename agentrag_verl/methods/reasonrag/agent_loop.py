@@ -1,5 +1,5 @@
 """ReasonRAG's staged workflow as a verl agent loop (Process vs. Outcome Reward, Zhang et al.; Alg. 1, Figures 12-13;
-decisions in ``docs/decisions.md#reasonrag``).
+decisions in ``docs/methods/reasonrag.md#decisions``).
 
 Each stage is a separate chat: a Reasoning stage (Figure 12 system prompt, the question and the previous stage
 outputs) ends in ``So the next query is <query>q</query>`` or ``So the answer is <answer>a</answer>``; after a

@@ -1,5 +1,5 @@
 """``agentrag-verl reasonrag {generate,pairs,train}``: ReasonRAG data generation and step-level DPO (decisions:
-``docs/decisions.md#reasonrag``).
+``docs/methods/reasonrag.md#decisions``).
 
 ``generate`` searches FlashRAG-layout questions with MCTS + SPRE against a policy behind any OpenAI-compatible
 endpoint and the Search-R1 wire-format retriever, and writes RAG-ProGuide (see

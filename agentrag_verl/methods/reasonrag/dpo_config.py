@@ -3,8 +3,8 @@
 TRL's default β is 0.1; ReasonRAG's step-level DPO (Eq. 3) uses β = 0.3 (the authors' training config,
 ``pref_beta: 0.3``). :class:`ProGuideDPOConfig` makes 0.3 the default however training is launched
 (``agentrag-verl reasonrag train dpo`` with or without ``--config``, ``python -m
-agentrag_verl.methods.reasonrag.train``, or
-building the config in Python); a config file or ``--beta`` still overrides it. See ``docs/decisions.md#reasonrag``.
+agentrag_verl.methods.reasonrag.train``, or building the config in Python); a config file or ``--beta`` still overrides
+it. See ``docs/methods/reasonrag.md#decisions``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """ReasonRAG's staged workflow (Process vs. Outcome Reward: Which is Better for Agentic RAG Reinforcement
-Learning, Zhang et al.; decisions: ``docs/decisions.md#reasonrag``).
+Learning, Zhang et al.; decisions: ``docs/methods/reasonrag.md#decisions``).
 
 Implements the inference workflow of **Algorithm 1** (§2.4: stages Reasoning / Grounding / Terminal) and the
 prompts of **Figures 12-13** (Appendix F; Figure 14, the process-evaluation judge, is in

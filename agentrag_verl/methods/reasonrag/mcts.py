@@ -1,5 +1,5 @@
 """Monte Carlo Tree Search over ReasonRAG's workflow with SPRE node values (Zhang et al., §2.2 and Appendix A;
-SPEC §3).
+``docs/methods/reasonrag.md``).
 
 One iteration (the authors' ``search`` loop, ``max_rollouts`` times):
 

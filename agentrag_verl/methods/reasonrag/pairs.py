@@ -1,5 +1,5 @@
 """RAG-ProGuide: step-level preference pairs from finished MCTS trees, and the dataset statistics of Table 1
-(Zhang et al., §2.2.3; decisions in ``docs/decisions.md#reasonrag``).
+(Zhang et al., §2.2.3; decisions in ``docs/methods/reasonrag.md#decisions``).
 
 For every node with at least two children that have a pair value (``Node.reward``), every pair of those children
 is a candidate (the authors' code; with ``max_children=2`` that is one pair per node). The higher-valued child is

@@ -1,8 +1,10 @@
-"""ReasonRAG's value functions as pure functions (Process vs. Outcome Reward, Zhang et al.; SPEC §3).
+"""ReasonRAG's value functions as pure functions (Process vs. Outcome Reward, Zhang et al.;
+``docs/methods/reasonrag.md``).
 
 - :func:`trajectory_value`: the summand of **Eq. 1**, ``v(rollout) · α^step(rollout)`` with ``v`` the F1 of the
-  rollout's answer against the golds (SPEC §0.1, FlashRAG rule) and ``step`` the number of stage outputs of the
-  whole trajectory, from the question to the answer (the authors' code: ``f1 * beta ** node.step``).
+  rollout's answer against the golds (``docs/decisions.md#answer-metrics``, FlashRAG rule) and ``step`` the number
+  of stage outputs of the whole trajectory, from the question to the answer (the authors' code:
+  ``f1 * beta ** node.step``).
 - :func:`spre_value`: **Eq. 1**, Shortest Path Reward Estimation, the mean of those values over ``k`` rollouts.
 - :func:`uct_score`: **Eq. 5** (Appendix A), ``Q(s_i) + c_uct · sqrt(Σ_j N(s_j)) / (1 + N(s_i))`` over the
   children ``s_j`` of the selected node. :func:`ucb1_score` is what the authors' code computes instead

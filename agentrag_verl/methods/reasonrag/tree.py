@@ -1,4 +1,5 @@
-"""The MCTS tree of ReasonRAG's workflow (Appendix A; SPEC §3): states, actions, transitions, serialization.
+"""The MCTS tree of ReasonRAG's workflow (Appendix A; ``docs/methods/reasonrag.md``): states, actions, transitions,
+serialization.
 
 A node is a state ``s = (x, y_<i, stage)``: the question ``x`` (held by the :class:`Tree`), the stage outputs on
 the path from the root (``Tree.thoughts``), and the stage of the *next* action. The step output that led to the

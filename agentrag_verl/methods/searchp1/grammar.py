@@ -1,5 +1,5 @@
 """Search-P1's reasoning/tool_call/tool_response/answer format (Search-P1: Path-Centric Reward Shaping for Stable
-and Efficient Agentic RAG Training; decisions: ``docs/decisions.md#search-p1``).
+and Efficient Agentic RAG Training; decisions: ``docs/methods/searchp1.md#decisions``).
 
 Implements the rollout of **Algorithm 2**, the format reward of **Algorithm 3** (l. 1-8) and the inference prompt
 of **Figure 7** (Appendix D.1).

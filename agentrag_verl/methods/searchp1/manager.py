@@ -1,4 +1,5 @@
-"""Search-P1 reward manager (``docs/decisions.md#search-p1``): Algorithm 3 with the dual-track evaluator (Figure 9).
+"""Search-P1 reward manager (``docs/methods/searchp1.md#decisions``): Algorithm 3 with the dual-track evaluator
+(Figure 9).
 
 Composed of :mod:`agentrag_verl.rewards.parts`: :class:`~agentrag_verl.rewards.parts.SearchP1Reward` (Eq. 4) over
 the format level, :class:`~agentrag_verl.rewards.parts.SearchP1Path` and
@@ -11,8 +12,8 @@ take precedence. A question without a plan keeps Track A only (``|R_ref| = 0`` -
 ``sp1_missing_plan``. A failed evaluation falls back to
 :data:`~agentrag_verl.methods.searchp1.judge.OUTCOME_ONLY_EVALUATION` (path 0, soft outcome 0).
 
-App. B.2's variants are decided in ``docs/decisions.md#search-p1``: self-consistency from three sampled paths with
-Jaccard agreement is not implemented (Track A follows Eq. 6 / Alg. 3), and the "0.5 decay for partial matches" is
+App. B.2's variants are decided in ``docs/methods/searchp1.md#decisions``: self-consistency from three sampled paths
+with Jaccard agreement is not implemented (Track A follows Eq. 6 / Alg. 3), and the "0.5 decay for partial matches" is
 the evaluator's partial outcome score (0.5) inside Eq. 8.
 """
 

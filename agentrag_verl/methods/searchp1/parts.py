@@ -1,5 +1,6 @@
-"""Search-P1 parts (SPEC §4): the dual-track evaluation (Figure 9 judge against the reference plan), the path score
-``R_path = max(S_self, S_ref)`` (Eq. 6-7), the soft outcome (Eq. 8) and the total of Eq. 4 / Algorithm 3.
+"""Search-P1 parts (``docs/methods/searchp1.md``): the dual-track evaluation (Figure 9 judge against the reference
+plan), the path score ``R_path = max(S_self, S_ref)`` (Eq. 6-7), the soft outcome (Eq. 8) and the total of Eq. 4 /
+Algorithm 3.
 
 The reference plan of a training question (Algorithm 1, built offline) is looked up by question id
 (``extra_info.id`` / ``extra_info.index``) in the planner cache: a JSON object ``{id: {"planner", "reasoning_path"}}``

@@ -1,4 +1,4 @@
-"""Search-P1 path-centric reward (SPEC §4).
+"""Search-P1 path-centric reward (``docs/methods/searchp1.md``).
 
 Paper: Search-P1: path-centric reward for agentic RAG, Eq. 4 (total), Eq. 6 (Track A, self-consistency),
 Eq. 7 (Track B, reference alignment), Eq. 8 (soft outcome), Algorithm 3 (reward computation).
@@ -9,7 +9,7 @@ Eq. 7 (Track B, reference alignment), Eq. 8 (soft outcome), Algorithm 3 (reward 
 - ``R = λp·R_path + λa·R_outcome + λf·r_f``, λp 0.3, λa 0.6, λf 0.1; an invalid trajectory (Alg. 3 l. 7) gets
   0 in total (:func:`total_reward`).
 
-Decisions (SPEC §4), parameters here:
+Decisions (``docs/methods/searchp1.md#decisions``), parameters here:
 
 - ``efficiency=True`` (Eq. 6/7) keeps the ``n/n_actions`` factors; ``efficiency=False`` is Algorithm 3 lines 15/18,
   which drop them. Ratios are clipped to [0, 1]; ``n_actions`` (tool calls) is at least 1; a missing plan

@@ -1,5 +1,5 @@
 """Search-R1's think/search/information/answer format, shared by AutoSearch (decisions:
-``docs/decisions.md#autosearch``).
+``docs/methods/autosearch.md#decisions``).
 
 Papers: Search-R1 (Jin et al., 2025; the baseline every other paper compares with) and AutoSearch: Adaptive
 Search Depth for Efficient Agentic RAG (§4.1 step format reward Eq. 1, Prompt 1, Figures 8-13).

@@ -1,4 +1,5 @@
-"""Search-R1 parts (SPEC §6): v0.1 exact-match reward and v0.3 outcome + format reward (= HiPRAG's first two terms).
+"""Search-R1 parts (``docs/methods/searchr1.md``): v0.1 exact-match reward and v0.3 outcome + format reward (=
+HiPRAG's first two terms).
 
 >>> import asyncio
 >>> from agentrag_verl.rewards.record import Sample

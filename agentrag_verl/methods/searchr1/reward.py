@@ -1,4 +1,4 @@
-"""Search-R1 baseline rewards (SPEC §6).
+"""Search-R1 baseline rewards (``docs/methods/searchr1.md``).
 
 Paper: Search-R1 (Jin et al., 2025), as restated by HiPRAG §3 ("baseline" = λp 0) and AutoSearch §5.
 

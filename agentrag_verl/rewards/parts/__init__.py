@@ -29,7 +29,7 @@ manager with :class:`agentrag_verl.rewards.managers.composed.ComposedRewardManag
 =========================  ==========================================================================================
 shared part                what
 =========================  ==========================================================================================
-``AnswerMetrics``          EM / CEM / F1 of the final answer (``docs/metrics.md``); value = the chosen metric
+``AnswerMetrics``          EM / CEM / F1 of the final answer (``docs/decisions.md#answer-metrics``); value = the metric
 ``FormatCheck``            the grammar's structure rule (HiPRAG F, Search-P1 level, else 1/0)
 ``SearchCount``            RC, search steps of the parse
 ``Scaled``                 ``weight × part``

@@ -27,7 +27,8 @@ Metric = Literal["em", "cem", "f1"]
 
 
 class AnswerMetrics(Part):
-    """EM, CEM and F1 of the format's final answer against the gold answers (SPEC §0.1); value = ``metric``.
+    """EM, CEM and F1 of the format's final answer against the gold answers (``docs/decisions.md#answer-metrics``);
+    value = ``metric``.
 
     Args:
         format: The trajectory format (name or :class:`~agentrag_verl.formats.Format`) that extracts the answer.

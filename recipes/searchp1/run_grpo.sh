@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# Search-P1, Qwen2.5-7B, GRPO n = 16 (recipes/searchp1/config/searchp1_grpo.yaml). Build the planner cache first:
+# Search-P1, GRPO (recipes/searchp1/config/searchp1_grpo.yaml): n = 16 for 7B, 32 for 3B. Build the planner cache first:
 #   agentrag-verl planners generate --questions $DATA_DIR/train.parquet --out $PLANNER_CACHE --base-url ... --model ...
-#   bash recipes/searchp1/run_qwen2.5_7b_grpo.sh [hydra overrides...]
+#   bash recipes/searchp1/run_grpo.sh [hydra overrides...]                              # Qwen2.5-7B-Instruct
+#   MODEL=Qwen/Qwen2.5-3B-Instruct bash recipes/searchp1/run_grpo.sh                   # 3B: n 32, micro 16, memory 0.75
 #   DRY_RUN=1 ... prints the exact command; PROFILE=local ... runs the same YAML on this CPU box (tiny model)
 set -euo pipefail
+RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$RECIPE_DIR/../common/run_common.sh"
 
 # ---- knobs --------------------------------------------------------------------------------------------------------
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-7B-Instruct}           # Search-P1 §4.1: Qwen2.5-7B/3B-Instruct
-ROLLOUT_N=${ROLLOUT_N:-16}                                   # B.1: 16 for 7B, 32 for 3B
-MICRO_BATCH=${MICRO_BATCH:-8}                                # B.1: per GPU, 8 for 7B, 16 for 3B
-GPU_MEMORY=${GPU_MEMORY:-0.8}                                # B.1: 0.8 for 7B, 0.75 for 3B
+MODEL=${MODEL:-Qwen/Qwen2.5-7B-Instruct}                     # Search-P1 §4.1: Qwen2.5-7B/3B-Instruct
+# B.1 sets the group size n, the micro-batch per GPU and the rollout's GPU memory share by model size: 7B n 16 /
+# micro-batch 8 / 0.8, 3B n 32 / 16 / 0.75. A model whose name states under 5B parameters gets the 3B values, any other
+# (a local checkpoint directory too) the 7B values; ROLLOUT_N, MICRO_BATCH and GPU_MEMORY set them explicitly.
+_SIZE=$(model_size_b "$MODEL")
+if [[ -n "$_SIZE" && ${_SIZE%%.*} -lt 5 ]]; then
+  ROLLOUT_N=${ROLLOUT_N:-32} MICRO_BATCH=${MICRO_BATCH:-16} GPU_MEMORY=${GPU_MEMORY:-0.75}
+else
+  ROLLOUT_N=${ROLLOUT_N:-16} MICRO_BATCH=${MICRO_BATCH:-8} GPU_MEMORY=${GPU_MEMORY:-0.8}
+fi
 NNODES=${NNODES:-1}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}                            # B.1: 8 x H20
+N_GPUS=${N_GPUS:-8}                                          # B.1: 8 x H20
 ROLLOUT=${ROLLOUT:-sglang}                                   # B.1: SGLang; vllm works too
 TP=${TP:-1}
 RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # E5 top-3 over wiki-18 (retriever_server)
@@ -23,14 +32,13 @@ TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
 VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
 PLANNER_CACHE=${PLANNER_CACHE:-$DATA_DIR/planners.jsonl}
 PROJECT=${PROJECT:-agentrag_searchp1}
-EXPERIMENT=${EXPERIMENT:-searchp1-qwen2.5-7b-grpo-n$ROLLOUT_N}
+_TAG=$(model_tag "$MODEL")
+EXPERIMENT=${EXPERIMENT:-searchp1-${_TAG%-it}-grpo-n$ROLLOUT_N}   # the paper trains Instruct models only: no "-it"
 CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
 LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
 # PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
-RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-source "$RECIPE_DIR/../common/run_common.sh"
 CONFIG_NAME=searchp1_grpo
 FORMAT=searchp1
 REWARD_METHOD=searchp1
@@ -46,12 +54,12 @@ local_prepare() {
 }
 
 CLUSTER_OVERRIDES=(
-  "actor_rollout_ref.model.path=$MODEL_PATH"
+  "actor_rollout_ref.model.path=$MODEL"
   "actor_rollout_ref.rollout.n=$ROLLOUT_N"
   "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=$MICRO_BATCH"
   "actor_rollout_ref.rollout.gpu_memory_utilization=$GPU_MEMORY"
   "trainer.nnodes=$NNODES"
-  "trainer.n_gpus_per_node=$GPUS_PER_NODE"
+  "trainer.n_gpus_per_node=$N_GPUS"
   "actor_rollout_ref.rollout.name=$ROLLOUT"
   "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
   "trainer.project_name=$PROJECT"

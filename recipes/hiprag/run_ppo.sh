@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# HiPRAG GRPO setting: Qwen2.5-7B-Instruct, GRPO (group 5), hierarchical process reward (recipes/hiprag/config/hiprag_grpo.yaml).
-#   bash recipes/hiprag/run_qwen2.5_7b_instruct_grpo.sh [hydra overrides...]
-#   DRY_RUN=1 bash recipes/hiprag/run_qwen2.5_7b_instruct_grpo.sh      # print the exact command, start nothing
-#   PROFILE=local bash recipes/hiprag/run_qwen2.5_7b_instruct_grpo.sh  # same YAML on this CPU box (tiny model)
+# HiPRAG main setting: PPO-GAE, hierarchical process reward (recipes/hiprag/config/hiprag_ppo.yaml).
+#   bash recipes/hiprag/run_ppo.sh [hydra overrides...]
+#   MODEL=Qwen/Qwen2.5-7B-Instruct bash recipes/hiprag/run_ppo.sh
+#   DRY_RUN=1 bash recipes/hiprag/run_ppo.sh        # print the exact command, start nothing
+#   PROFILE=local bash recipes/hiprag/run_ppo.sh    # same YAML on this CPU box (tiny model, 2 steps)
 set -euo pipefail
+RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$RECIPE_DIR/../common/run_common.sh"
 
 # ---- knobs --------------------------------------------------------------------------------------------------------
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-7B-Instruct}           # HiPRAG §4.3: Qwen2.5-3B/7B-Instruct (also Llama-3.2-3B)
+MODEL=${MODEL:-Qwen/Qwen2.5-3B-Instruct}                     # HiPRAG §4.3: Qwen2.5-3B/7B-Instruct (also Llama-3.2-3B)
 NNODES=${NNODES:-1}
-GPUS_PER_NODE=${GPUS_PER_NODE:-4}                            # HiPRAG §4.3: four A100 80GB
+N_GPUS=${N_GPUS:-4}                                          # HiPRAG §4.3: four A100 80GB
 ROLLOUT=${ROLLOUT:-vllm}                                     # vllm | sglang
 TP=${TP:-1}
 RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # E5 top-3 over wiki-18 (retriever_server)
@@ -21,15 +24,13 @@ DATA_DIR=${DATA_DIR:-data/hiprag}                            # agentrag-verl dat
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
 VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
 PROJECT=${PROJECT:-agentrag_hiprag}
-EXPERIMENT=${EXPERIMENT:-hiprag-qwen2.5-7b-it-grpo}
+EXPERIMENT=${EXPERIMENT:-hiprag-$(model_tag "$MODEL")-ppo}
 CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
 LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
 # PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
-RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-source "$RECIPE_DIR/../common/run_common.sh"
-CONFIG_NAME=hiprag_grpo
+CONFIG_NAME=hiprag_ppo
 FORMAT=hiprag
 REWARD_METHOD=hiprag
 REWARD_CLASS=HipragRewardManager
@@ -37,9 +38,9 @@ recipe_init
 if [[ "$PROFILE" == local ]]; then OVER_SEARCH_MODEL=$JUDGE_MODEL UNDER_SEARCH_MODEL=$JUDGE_MODEL; fi
 
 CLUSTER_OVERRIDES=(
-  "actor_rollout_ref.model.path=$MODEL_PATH"
+  "actor_rollout_ref.model.path=$MODEL"
   "trainer.nnodes=$NNODES"
-  "trainer.n_gpus_per_node=$GPUS_PER_NODE"
+  "trainer.n_gpus_per_node=$N_GPUS"
   "actor_rollout_ref.rollout.name=$ROLLOUT"
   "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
   "trainer.project_name=$PROJECT"
@@ -59,4 +60,5 @@ COMMON_OVERRIDES=(
   "reward.reward_kwargs.under_search_judge.model=$UNDER_SEARCH_MODEL"
   "reward.reward_kwargs.under_search_judge.api_key_env=$JUDGE_API_KEY_ENV"
 )
+local_critic_overrides
 run_recipe "$@"

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Multi-stage reward ("Learning When to Search"), Qwen3-4B, DAPO, 2WikiMultihopQA 80/20 (recipes/multistage/config).
-#   STAGE=1 bash recipes/multistage/run_qwen3_4b_dapo.sh                  # stage 1 (two-run schedule)
-#   STAGE=2 STAGE1_CKPT=checkpoints/.../global_step_250 bash recipes/multistage/run_qwen3_4b_dapo.sh
-#   STAGE=switch bash recipes/multistage/run_qwen3_4b_dapo.sh             # one run, stage 2 from STAGE_SWITCH_STEP
+# Multi-stage reward ("Learning When to Search"), DAPO, 2WikiMultihopQA 80/20 (recipes/multistage/config).
+#   STAGE=1 bash recipes/multistage/run_dapo.sh                  # stage 1 (two-run schedule)
+#   STAGE=2 STAGE1_CKPT=checkpoints/.../global_step_250 bash recipes/multistage/run_dapo.sh
+#   STAGE=switch bash recipes/multistage/run_dapo.sh             # one run, stage 2 from STAGE_SWITCH_STEP
+#   MODEL=Qwen/Qwen3-8B STAGE=1 bash recipes/multistage/run_dapo.sh
 #   DRY_RUN=1 ... prints the exact command; PROFILE=local ... runs the same YAML on this CPU box (tiny model)
 set -euo pipefail
+RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$RECIPE_DIR/../common/run_common.sh"
 
 # ---- knobs --------------------------------------------------------------------------------------------------------
 STAGE=${STAGE:-1}                                            # 1 | 2 | switch
 STAGE_SWITCH_STEP=${STAGE_SWITCH_STEP:-250}                  # not stated in the paper: half of Table 5's 500 steps
 STAGE1_CKPT=${STAGE1_CKPT:-}                                 # STAGE=2: stage-1 checkpoint dir (.../global_step_N)
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-4B}                      # paper: Qwen3-4B / 8B (reasoning), Qwen2.5-3B/7B-Instruct
+MODEL=${MODEL:-Qwen/Qwen3-4B}                                # paper: Qwen3-4B / 8B (reasoning), Qwen2.5-3B/7B-Instruct
 NNODES=${NNODES:-1}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}                            # App. B.2: eight H800
+N_GPUS=${N_GPUS:-8}                                          # App. B.2: eight H800
 ROLLOUT=${ROLLOUT:-vllm}                                     # vllm | sglang
 TP=${TP:-4}                                                  # Table 5: tensor_model_parallel_size 4
 RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # e5 (mean pooling), top-5
@@ -26,14 +29,12 @@ DATA_DIR=${DATA_DIR:-data/multistage_2wiki}                  # agentrag-verl dat
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
 VAL_FILES=${VAL_FILES:-$DATA_DIR/val.parquet}
 PROJECT=${PROJECT:-agentrag_multistage}
-EXPERIMENT=${EXPERIMENT:-multistage-qwen3-4b-dapo-stage$STAGE}
+EXPERIMENT=${EXPERIMENT:-multistage-$(model_tag "$MODEL")-dapo-stage$STAGE}
 CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
 LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
 # PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
-RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-source "$RECIPE_DIR/../common/run_common.sh"
 knob_choice STAGE 1 2 switch
 knob_positive_int STAGE_SWITCH_STEP
 case "$STAGE" in
@@ -47,9 +48,9 @@ recipe_init
 if [[ "$PROFILE" == local ]]; then EMBEDDING_KIND=retriever EMBEDDING_URL=$RETRIEVER_ROOT; fi
 
 CLUSTER_OVERRIDES=(
-  "actor_rollout_ref.model.path=$MODEL_PATH"
+  "actor_rollout_ref.model.path=$MODEL"
   "trainer.nnodes=$NNODES"
-  "trainer.n_gpus_per_node=$GPUS_PER_NODE"
+  "trainer.n_gpus_per_node=$N_GPUS"
   "actor_rollout_ref.rollout.name=$ROLLOUT"
   "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
   "trainer.project_name=$PROJECT"

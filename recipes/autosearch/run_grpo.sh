@@ -1,39 +1,40 @@
 #!/usr/bin/env bash
-# Search-R1 baseline (v0.3 outcome + format reward), Qwen2.5-3B, PPO-GAE: recipes/searchr1/config/searchr1_ppo.yaml.
-#   bash recipes/searchr1/run_qwen2.5_3b_ppo.sh [hydra overrides...]
-#   DRY_RUN=1 bash recipes/searchr1/run_qwen2.5_3b_ppo.sh        # print the exact command, start nothing
-#   PROFILE=local bash recipes/searchr1/run_qwen2.5_3b_ppo.sh    # same YAML on this CPU box (tiny model, 2 steps)
+# AutoSearch, GRPO on the summed step rewards: recipes/autosearch/config/autosearch_grpo.yaml.
+#   bash recipes/autosearch/run_grpo.sh [hydra overrides...]
+#   MODEL=Qwen/Qwen2.5-7B bash recipes/autosearch/run_grpo.sh
+#   DRY_RUN=1 bash recipes/autosearch/run_grpo.sh        # print the exact command, start nothing
+#   PROFILE=local bash recipes/autosearch/run_grpo.sh    # same YAML on this CPU box (tiny model, 2 steps)
 set -euo pipefail
+RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$RECIPE_DIR/../common/run_common.sh"
 
 # ---- knobs --------------------------------------------------------------------------------------------------------
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-3B}                    # Search-R1 trains base and instruct 3B / 7B models
+MODEL=${MODEL:-Qwen/Qwen2.5-3B}                              # AutoSearch §4: Qwen2.5-3B-Base and 7B-Base
 NNODES=${NNODES:-1}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}                            # Search-R1: 8 GPUs (micro-batches are per GPU)
+N_GPUS=${N_GPUS:-8}                                          # App. C: one node, eight H20
 ROLLOUT=${ROLLOUT:-vllm}                                     # vllm | sglang
 TP=${TP:-1}                                                  # rollout tensor parallel size
 RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # `python -m retriever_server serve` (E5, wiki-18)
-DATA_DIR=${DATA_DIR:-data/searchr1_nq_hotpotqa}              # agentrag-verl data prepare --preset searchr1_nq_hotpotqa
+DATA_DIR=${DATA_DIR:-data/autosearch}                        # agentrag-verl data prepare --preset searchr1_nq_hotpotqa --format autosearch
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
 VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
-PROJECT=${PROJECT:-agentrag_searchr1}
-EXPERIMENT=${EXPERIMENT:-searchr1-qwen2.5-3b-ppo}
+PROJECT=${PROJECT:-agentrag_autosearch}
+EXPERIMENT=${EXPERIMENT:-autosearch-$(model_tag "$MODEL")-grpo}
 CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
 LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
 # PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
-RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-source "$RECIPE_DIR/../common/run_common.sh"
-CONFIG_NAME=searchr1_ppo
-FORMAT=searchr1
-REWARD_METHOD=searchr1
-REWARD_CLASS=SearchR1RewardManager
+CONFIG_NAME=autosearch_grpo
+FORMAT=autosearch
+REWARD_METHOD=autosearch
+REWARD_CLASS=AutoSearchRewardManager
 recipe_init
 
 CLUSTER_OVERRIDES=(
-  "actor_rollout_ref.model.path=$MODEL_PATH"
+  "actor_rollout_ref.model.path=$MODEL"
   "trainer.nnodes=$NNODES"
-  "trainer.n_gpus_per_node=$GPUS_PER_NODE"
+  "trainer.n_gpus_per_node=$N_GPUS"
   "actor_rollout_ref.rollout.name=$ROLLOUT"
   "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
   "trainer.project_name=$PROJECT"
@@ -46,5 +47,4 @@ COMMON_OVERRIDES=(
   "data.val_files=$VAL_FILES"
   "actor_rollout_ref.rollout.custom.agentrag.retriever_url=$RETRIEVER_URL"
 )
-local_critic_overrides
 run_recipe "$@"
