@@ -202,7 +202,7 @@ def under_search_request(
 
 
 class HipragErrorPolicy(str, enum.Enum):
-    """How a step whose judge failed enters the process bonus ``Ncorr / N`` (``docs/decisions.md#hiprag``)."""
+    """How a step whose judge failed enters the process bonus ``Ncorr / N`` (``docs/methods/hiprag.md#decisions``)."""
 
     EXCLUDE = "exclude"
     """The step leaves numerator and denominator; if no step is judged the bonus is 0 (our default)."""
