@@ -13,7 +13,7 @@ Importing this package imports neither ``openai`` nor torch; the client imports 
 
 from __future__ import annotations
 
-import importlib
+from agentrag_verl._lazy import lazy_exports
 
 _EXPORTS = {
     "JudgeConfig": "config",
@@ -31,10 +31,4 @@ _EXPORTS = {
     "ProcessScoreFallback": "policy",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -17,7 +17,7 @@ pytest fixtures. Names resolve lazily, so ``import agentrag_verl.testing`` impor
 
 from __future__ import annotations
 
-import importlib
+from agentrag_verl._lazy import lazy_exports
 
 _EXPORTS = {
     "build_tiny_tokenizer": "tiny_models",
@@ -37,10 +37,4 @@ _EXPORTS = {
     "QA_PATH": "corpus",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
