@@ -14,8 +14,8 @@ import json
 import pytest
 
 from agentrag_verl.cli import main
+from agentrag_verl.demo.servers import free_port
 from agentrag_verl.testing import load_qa, write_qa
-from agentrag_verl.testing.retriever import free_port
 from tests.cli_errors import one_line_error, run_cli
 
 LATIN1 = b'{"id": "1", "question": "caf\xe9?", "golden_answers": ["x"]}\n'
