@@ -123,7 +123,7 @@ def test_eval_checks_every_argument(tmp_path, qa_file, tiny_model_dir, args, exp
 
 def test_eval_bad_paths_and_keys(tmp_path, qa_file, latin1_file, a_file, not_a_model, tiny_model_dir, capsys):
     tok = str(tiny_model_dir)
-    err(eval_argv(tmp_path, tokenizer=str(not_a_model), data=str(qa_file)), capsys, "has no config.json", "--model")
+    err(eval_argv(tmp_path, tokenizer=str(not_a_model), data=str(qa_file)), capsys, "has no config.json", "--tokenizer")
     err(eval_argv(tmp_path, tokenizer=tok, data=str(latin1_file)), capsys, "latin1.jsonl, line 2: not UTF-8")
     err(eval_argv(tmp_path, tokenizer=tok, data=str(tmp_path / "gone.jsonl")), capsys, "does not exist")
     argv = eval_argv(tmp_path, tokenizer=tok, data=str(qa_file))
