@@ -38,6 +38,7 @@ from agentrag_verl.eval.data import EvalQuestion
 from agentrag_verl.eval.harness import EvalIncomplete, build_record
 from agentrag_verl.eval.runner import AgentLoopRunner, RunnerConfig
 from agentrag_verl.jsonl import JsonlStore
+from agentrag_verl.options import check_choice
 
 __all__ = [
     "DemoConfig",
@@ -95,8 +96,8 @@ class DemoConfig:
             raise ValueError(f"samples must be >= 1, got {self.samples} (--samples).")
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency} (--concurrency).")
-        if self.metric is not None and self.metric not in ("em", "cem", "f1"):
-            raise ValueError(f"Unknown metric {self.metric!r}; choose one of ['em', 'cem', 'f1'] (--metric).")
+        if self.metric is not None:
+            check_choice("metric", self.metric, ("em", "cem", "f1"), where="--metric")
 
     @property
     def format_name(self) -> str:

@@ -44,7 +44,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from agentrag_verl.jsonl import JsonlStore
 from agentrag_verl.judges import uses
@@ -52,6 +52,7 @@ from agentrag_verl.judges.client import JudgeRequest
 from agentrag_verl.judges.parsers import ReferencePlan, parse_searchp1_planner
 from agentrag_verl.methods.searchp1.planners.prompts import vote_messages
 from agentrag_verl.metrics import cover_exact_match
+from agentrag_verl.options import check_choice
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +104,7 @@ class PlannerOptions:
     def __post_init__(self) -> None:
         if self.num_candidates < 1:
             raise ValueError(f"num_candidates (K) must be >= 1, got {self.num_candidates}")
-        if self.correctness not in ("auto", "answer", "retrieval", "none"):
-            raise ValueError(
-                f"unknown correctness filter {self.correctness!r}; choose one of auto, answer, retrieval, none"
-            )
+        check_choice("correctness filter", self.correctness, get_args(Correctness), where="--correctness")
         if self.resolved_correctness == "retrieval" and not self.retriever_url:
             raise ValueError("the retrieval correctness filter needs a retriever URL (--retriever-url)")
         if self.max_questions_in_flight < 1:
