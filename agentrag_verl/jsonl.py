@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentrag_verl.cli_common import input_file
+
 __all__ = [
     "JsonLinesError",
     "JsonlLockedError",
@@ -109,8 +111,6 @@ def read_json_lines(path: str | os.PathLike[str], flag: str) -> Iterator[tuple[i
         FileNotFoundError, IsADirectoryError: ``path`` is missing or a folder (naming ``flag``).
         JsonLinesError: A line is not UTF-8 JSON (naming the file and line).
     """
-    from agentrag_verl.cli_common import input_file
-
     p = input_file(path, flag)
     with open(p, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
