@@ -2,8 +2,8 @@
 which registers the subcommand and sets ``func`` (called with the parsed args, returns an exit code).
 
 Every error ends the command with one line on stderr and a non-zero exit code; ``--debug`` (anywhere on the line)
-shows the traceback instead. The mechanism is shared with ``python -m retriever_server``
-(:mod:`retriever_server.cli_common`)."""
+shows the traceback instead (:mod:`agentrag_verl.cli_common`; ``python -m retriever_server`` behaves the same with
+its own copy)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from retriever_server.cli_common import OneLineParser, add_debug_flag, run_main
+from agentrag_verl.cli_common import OneLineParser, add_debug_flag, run_main
 
 # Subcommand modules, in help order.
 COMMAND_MODULES = [
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``agentrag-verl``; returns the exit code. Errors are one line on stderr (the traceback with
-    ``--debug``), see :mod:`retriever_server.cli_common`."""
+    ``--debug``), see :mod:`agentrag_verl.cli_common`."""
     return run_main(build_parser(), argv)
 
 

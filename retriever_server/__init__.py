@@ -53,6 +53,8 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
+# The same lazy-export block as agentrag_verl._lazy, kept here on purpose: the retriever is a service deployable on
+# its own, so retriever_server imports nothing from agentrag_verl.
 def __getattr__(name: str):
     if name in _EXPORTS:
         return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

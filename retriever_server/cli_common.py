@@ -1,6 +1,5 @@
-"""What this distribution's command lines share (``python -m retriever_server`` and ``agentrag-verl``): one-line
-errors, ``--debug``, argument types that refuse impossible counts and ports, path checks, and a JSON Lines reader
-whose errors name the file and the line.
+"""What the ``python -m retriever_server`` commands share: one-line errors, ``--debug``, argument types that refuse
+impossible counts and ports, an input-file check, and a JSON Lines reader whose errors name the file and the line.
 
 An error ends a command with one line on stderr, ``<prog>: error: <what, why and how to fix>``, and a non-zero
 exit code: 2 for bad input (a usage error, a ``ValueError``, a path that is missing or of the wrong kind, a
@@ -13,6 +12,9 @@ Decisions:
   developers, and a user who meets an unexpected one gets its type and message plus the ``--debug`` hint.
 - argparse's own usage errors are shortened to one line too (:class:`OneLineParser`); the usage stays one
   ``--help`` away.
+- ``agentrag-verl`` has its own copy of the pieces both command lines need (``agentrag_verl.cli_common``): the
+  retriever is a service deployable on its own, so neither package imports the other. This module holds only what
+  the server's commands use.
 - This module imports nothing heavy, so validating arguments costs nothing before the real work starts.
 """
 
@@ -26,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 DEBUG_FLAG = "--debug"
-_debug = False  # set by run_main for report_error
 INPUT_ERRORS = (ValueError, OSError, ImportError, LookupError)
 """Exceptions that mean the input was wrong (exit code 2); anything else is a failure while running (1)."""
 
@@ -50,9 +51,8 @@ def run_main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int
         The subcommand's exit code; 2 for bad input, 1 for another failure, 130 when interrupted.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    global _debug
     cut = argv.index("--") if "--" in argv else len(argv)
-    debug = _debug = DEBUG_FLAG in argv[:cut]
+    debug = DEBUG_FLAG in argv[:cut]
     args = parser.parse_args([a for a in argv[:cut] if a != DEBUG_FLAG] + argv[cut:])
     if getattr(args, "func", None) is None:
         parser.print_help()
@@ -83,15 +83,6 @@ def describe(error: BaseException, *, expected: bool = False) -> str:
     return f"unexpected {type(error).__name__}: {text} (rerun with {DEBUG_FLAG} to see the traceback)"
 
 
-def report_error(prog: str, error: BaseException, code: int = 2) -> int:
-    """For a subcommand's own ``except`` clause: print ``error`` as one line under ``prog`` and return ``code``; with
-    ``--debug`` re-raise it instead (its traceback)."""
-    if _debug:
-        raise error
-    print(f"{prog}: error: {describe(error, expected=True)}", file=sys.stderr)
-    return code
-
-
 # ---- argparse types --------------------------------------------------------------------------------------------------
 
 
@@ -110,7 +101,6 @@ def _number(cast: Callable[[str], Any], minimum: float, what: str, *, strict: bo
 
 
 positive_int = _number(int, 1, "a whole number of at least 1")
-non_negative_int = _number(int, 0, "a whole number of at least 0")
 positive_float = _number(float, 0.0, "a number greater than 0", strict=True)
 non_negative_float = _number(float, 0.0, "a number of at least 0")
 
@@ -124,31 +114,6 @@ def tcp_port(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a TCP port; choose one from 1 to 65535")
     return port
-
-
-NO_API_KEY = "none"
-"""How every command spells "this endpoint takes no API key": ``--api-key-env none`` (``null`` in a YAML config)."""
-API_KEY_HELP = f"name of the environment variable holding the API key ({NO_API_KEY}: the endpoint takes no key)"
-
-
-def api_key_env(text: str) -> str | None:
-    """argparse type for an ``--*-api-key-env`` flag: the *name* of an environment variable, or ``none`` (any case;
-    the older spellings ``null`` and an empty string are read the same) for no key.
-
-    The value is never echoed in an error, in case a key was pasted where its variable's name belongs.
-
-    >>> api_key_env("OPENAI_API_KEY"), api_key_env("None")
-    ('OPENAI_API_KEY', None)
-    """
-    name = text.strip()
-    if name.lower() in (NO_API_KEY, "null", ""):
-        return None
-    if not name.replace("_", "a").isalnum() or name[0].isdigit() or not name.isascii():
-        raise argparse.ArgumentTypeError(
-            f"the value given is not an environment variable name (not shown, in case it is a key); pass the NAME of "
-            f"the variable that holds the key (e.g. OPENAI_API_KEY), or {NO_API_KEY} for an endpoint without a key"
-        )
-    return name
 
 
 # ---- paths -----------------------------------------------------------------------------------------------------------
@@ -166,60 +131,6 @@ def input_file(path: str | Path, flag: str) -> Path:
     if not p.is_file():
         raise FileNotFoundError(f"{flag} {p} does not exist; pass an existing file")
     return p
-
-
-def input_dir(path: str | Path, flag: str) -> Path:
-    """``path`` as an existing folder.
-
-    Raises:
-        FileNotFoundError, NotADirectoryError: naming ``flag``.
-    """
-    p = Path(path).expanduser()
-    if p.is_file():
-        raise NotADirectoryError(f"{flag} {p} is a file; pass a folder")
-    if not p.is_dir():
-        raise FileNotFoundError(f"{flag} {p} does not exist; pass an existing folder")
-    return p
-
-
-def output_dir(path: str | Path, flag: str) -> Path:
-    """``path`` as a folder to write into (it may not exist yet; nothing is created here).
-
-    Raises:
-        NotADirectoryError: ``path`` or one of its parents is a file.
-    """
-    p = Path(path).expanduser()
-    for candidate in (p, *p.parents):
-        if candidate.exists() and not candidate.is_dir():
-            raise NotADirectoryError(f"{flag} {p}: {candidate} is a file, not a folder; choose another {flag}")
-    return p
-
-
-def output_file(path: str | Path, flag: str) -> Path:
-    """``path`` as a file to write (it may not exist yet).
-
-    Raises:
-        IsADirectoryError: ``path`` is a folder. NotADirectoryError: one of its parents is a file.
-    """
-    p = Path(path).expanduser()
-    if p.is_dir():
-        raise IsADirectoryError(f"{flag} {p} is a folder; pass a file path")
-    output_dir(p.parent, flag)
-    return p
-
-
-def plain_name(name: str, flag: str) -> str:
-    """``name`` when it can name a file inside an output folder: not empty, no path separator, not ``.``/``..``.
-
-    Raises:
-        ValueError: ``name`` would escape the folder or name no file.
-    """
-    if not name or name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
-        raise ValueError(
-            f"{flag} {name!r} is not a plain file name: it is used as a file name inside the output folder and "
-            "must not contain '/', '\\\\' or be '.' / '..' (it would write outside it); use e.g. train or test"
-        )
-    return name
 
 
 # ---- JSON Lines ------------------------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ import json
 import pytest
 
 from agentrag_verl.cli import main
+from agentrag_verl.demo.servers import free_port
 from agentrag_verl.testing import load_qa, write_qa
-from agentrag_verl.testing.retriever import free_port
 from tests.cli_errors import one_line_error, run_cli
 
 LATIN1 = b'{"id": "1", "question": "caf\xe9?", "golden_answers": ["x"]}\n'
@@ -123,7 +123,7 @@ def test_eval_checks_every_argument(tmp_path, qa_file, tiny_model_dir, args, exp
 
 def test_eval_bad_paths_and_keys(tmp_path, qa_file, latin1_file, a_file, not_a_model, tiny_model_dir, capsys):
     tok = str(tiny_model_dir)
-    err(eval_argv(tmp_path, tokenizer=str(not_a_model), data=str(qa_file)), capsys, "has no config.json", "--model")
+    err(eval_argv(tmp_path, tokenizer=str(not_a_model), data=str(qa_file)), capsys, "has no config.json", "--tokenizer")
     err(eval_argv(tmp_path, tokenizer=tok, data=str(latin1_file)), capsys, "latin1.jsonl, line 2: not UTF-8")
     err(eval_argv(tmp_path, tokenizer=tok, data=str(tmp_path / "gone.jsonl")), capsys, "does not exist")
     argv = eval_argv(tmp_path, tokenizer=tok, data=str(qa_file))

@@ -11,11 +11,11 @@ Two sources, later wins:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentrag_verl.options import from_mapping
 from agentrag_verl.tools.retriever_client import DEFAULT_RETRIEVER_URL, RetrieverConfig
 
 __all__ = ["SearchLoopConfig", "CUSTOM_KEY"]
@@ -71,8 +71,6 @@ class SearchLoopConfig:
     smoke run uses it because a random policy never writes a search tag. Tag formats only."""
     aux_temperature: float | None = None
     """Sampling temperature of auxiliary generations; ``None`` reuses the rollout's sampling parameters."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Unknown keys (kept so that a typo is reported, not silently used)."""
 
     def __post_init__(self) -> None:
         if self.observation_truncation_side not in ("left", "right", "middle"):
@@ -84,12 +82,6 @@ class SearchLoopConfig:
             raise ValueError(f"budget must be an integer or null, got {self.budget!r}.")
         if self.budget is not None and self.budget < 0:
             raise ValueError(f"budget must be >= 0 or null, got {self.budget}.")
-        if self.extra:
-            valid = [f.name for f in dataclasses.fields(self) if f.name != "extra"]
-            raise ValueError(
-                f"Unknown agent-loop option(s) {sorted(self.extra)}; valid keys are {valid}. Check the agent-loop "
-                "YAML entry and actor_rollout_ref.rollout.custom.agentrag."
-            )
 
     @property
     def retriever(self) -> RetrieverConfig:
@@ -109,11 +101,12 @@ class SearchLoopConfig:
         Args:
             loop_kwargs: Constructor keyword arguments verl passed from the YAML entry (``name`` is ignored).
             rollout_custom: ``actor_rollout_ref.rollout.custom`` (may be ``None``).
+
+        Raises:
+            ValueError: An unknown key (a typo must be reported, not silently ignored) or an invalid value.
         """
         merged: dict[str, Any] = {k: v for k, v in loop_kwargs.items() if k not in ("name", "_target_")}
         custom = (rollout_custom or {}).get(CUSTOM_KEY) or {}
         merged.update(dict(custom))
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        known = {k: v for k, v in merged.items() if k in names}
-        extra = {k: v for k, v in merged.items() if k not in names}
-        return cls(**known, extra=extra)
+        where = f"the agent-loop YAML entry or actor_rollout_ref.rollout.custom.{CUSTOM_KEY}"
+        return from_mapping(cls, merged, what="agent-loop option", where=where)

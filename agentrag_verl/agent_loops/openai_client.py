@@ -18,11 +18,12 @@ TokenOutput(token_ids=[...], ...)
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
-__all__ = ["OpenAICompletionsClient"]
+__all__ = ["OpenAICompletionsClient", "cut_at_stop"]
 
 logger = logging.getLogger(__name__)
 
@@ -179,3 +180,17 @@ def _dropped_stop(text: str, stops: list[str], stop_reason: Any) -> str:
             if pos > text.rfind(stop) and pos > best_pos:
                 best, best_pos = stop, pos
     return best
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> str:
+    """``text`` up to the end of the earliest stop string, kept (as vLLM's ``include_stop_str_in_output``); a stop
+    token may decode to more characters than the stop string, and a text-only server may run past it. Empty stop
+    strings are ignored.
+
+    >>> cut_at_stop("<search>q</search>\\nx", ("</search>", "</answer>"))
+    '<search>q</search>'
+    >>> cut_at_stop("So the next query is <query>q</query> and more", ["</query>", "</answer>", ""])
+    'So the next query is <query>q</query>'
+    """
+    ends = [i + len(s) for s in stops if s and (i := text.find(s)) >= 0]
+    return text[: min(ends)] if ends else text

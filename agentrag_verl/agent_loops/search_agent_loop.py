@@ -42,6 +42,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.config import SearchLoopConfig
+from agentrag_verl.agent_loops.openai_client import cut_at_stop
 from agentrag_verl.agent_loops.steps import step_record
 from agentrag_verl.formats import Format, get_format
 from agentrag_verl.formats.base import format_docs
@@ -84,16 +85,6 @@ def question_of(kwargs: dict[str, Any]) -> str:
             content = message.get("content")
             return content if isinstance(content, str) else str(content)
     return ""
-
-
-def cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
-    """``text`` up to the end of the earliest stop string (a stop token may decode to more characters).
-
-    >>> cut_at_stop("<search>q</search>\\nx", ("</search>", "</answer>"))
-    '<search>q</search>'
-    """
-    ends = [i + len(s) for s in stops if (i := text.find(s)) >= 0]
-    return text[: min(ends)] if ends else text
 
 
 @dataclass

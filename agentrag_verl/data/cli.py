@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from retriever_server.cli_common import output_dir, plain_name, positive_int, report_error
+from agentrag_verl.cli_common import output_dir, plain_name, positive_int, report_error
 
 from .flashrag import DataSourceError
 from .prepare import DATA_SOURCE_PREFIX, PRESETS, OutputSpec, SourceSpec, prepare_outputs

@@ -121,7 +121,7 @@ def _iter_json_lines(path: str | os.PathLike[str], kind: str) -> Iterable[tuple[
         ValueError: A line is not UTF-8, not valid JSON or not a JSON object; the message names the file and line.
         FileNotFoundError, IsADirectoryError: ``path`` is missing or a folder.
     """
-    from retriever_server.cli_common import read_json_lines
+    from agentrag_verl.jsonl import read_json_lines
 
     for lineno, obj in read_json_lines(path, f"{kind} file"):
         if not isinstance(obj, dict):

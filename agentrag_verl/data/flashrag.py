@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retriever_server.cli_common import JsonLinesError, read_json_lines
+from agentrag_verl.jsonl import JsonLinesError, read_json_lines
 
 __all__ = [
     "HF_REPO",

@@ -221,7 +221,7 @@ def eval_stage(
     import asyncio
 
     from agentrag_verl.demo.servers import VLLM_CPU_ENV, BackgroundServer, free_port, vllm_command
-    from agentrag_verl.eval.harness import EvalConfig, ResultStore, evaluate
+    from agentrag_verl.eval.harness import EvalConfig, evaluate, read_results
     from agentrag_verl.eval.runner import RunnerConfig
 
     datasets = _load(settings, "test", settings.eval_limit)
@@ -243,7 +243,7 @@ def eval_stage(
         shutil.rmtree(out)  # results of other weights
     out.mkdir(parents=True, exist_ok=True)
     stamp_file.write_text(json.dumps(model_stamp(model_dir)))
-    done = ResultStore(results).records if results.exists() else {}
+    done = read_results(results)
     if not keys - set(done):
         records = [done[k] for k in keys]
         return {"stage": name, "model": str(model_dir), "cached": True, **stage_metrics(records, settings.format)}
@@ -276,7 +276,7 @@ def eval_stage(
         if run_file.exists() and json.loads(run_file.read_text()).get("fingerprint") != config.fingerprint():
             config = dataclasses.replace(config, overwrite=True)  # other settings: evaluate afresh
         asyncio.run(evaluate(config, datasets))
-    records = [r for k, r in ResultStore(results).records.items() if k in keys]
+    records = [r for k, r in read_results(results).items() if k in keys]
     return {"stage": name, "model": str(model_dir), "cached": False, **stage_metrics(records, settings.format)}
 
 

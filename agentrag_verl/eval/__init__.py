@@ -16,7 +16,7 @@ Importing this package imports neither verl nor torch; the runner and the reward
 
 from __future__ import annotations
 
-import importlib
+from agentrag_verl._lazy import lazy_exports
 
 _EXPORTS = {
     "EvalQuestion": "data",
@@ -32,10 +32,4 @@ _EXPORTS = {
     "RewardScorer": "rewards",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -18,9 +18,10 @@ import json
 import logging
 from typing import Any
 
-from retriever_server.cli_common import (
+from agentrag_verl.cli_common import (
     API_KEY_HELP,
     api_key_env,
+    model_or_hub_id,
     non_negative_float,
     non_negative_int,
     output_dir,
@@ -87,7 +88,6 @@ def check_args(args: argparse.Namespace) -> None:
     """
     from agentrag_verl.agent_loops import AGENT_NAMES
     from agentrag_verl.eval.rewards import DESIGN_FORMATS
-    from retriever_server.encoders import check_model_path
 
     for flag, url in (
         ("--base-url", args.base_url),
@@ -111,7 +111,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--top-p {args.top_p} is above 1; nucleus sampling keeps a probability mass in (0, 1].")
     plain_name(args.split, "--split")
     output_dir(args.out, "--out")
-    check_model_path(args.tokenizer)
+    model_or_hub_id(args.tokenizer, "--tokenizer")
 
 
 def config_from_args(args: argparse.Namespace) -> Any:

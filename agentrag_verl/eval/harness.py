@@ -3,11 +3,12 @@
 For each ``(format, question)`` the harness rolls out the format's agent loop (:class:`~agentrag_verl.eval.runner.
 AgentLoopRunner`), computes the string metrics (:func:`~agentrag_verl.eval.metrics.question_metrics`), optionally
 the judge metrics (:mod:`~agentrag_verl.eval.judging`) and the reward designs (:mod:`~agentrag_verl.eval.rewards`),
-and appends one JSON line to ``<out>/<format>/results.jsonl`` as soon as the question is done (flushed and
-fsynced). A restart reads those files and skips the questions already there, so an interrupted run loses at most
-the questions in flight. No question is dropped: a question whose rollout fails is retried
-(``question_retries``), and if it still fails the run goes on with the others and ends with
-:class:`EvalIncomplete` naming it (rerun the same command to retry only the missing ones).
+and appends one JSON line to ``<out>/<format>/results.jsonl`` as soon as the question is done
+(:class:`~agentrag_verl.jsonl.JsonlStore`: flushed and fsynced, a torn last line cut off on restart, one writer). A
+restart skips the questions already there, so an interrupted run loses at most the questions in flight. No question
+is dropped: a question whose rollout fails is retried (``question_retries``), and if it still fails the run goes on
+with the others and ends with :class:`EvalIncomplete` naming it (rerun the same command to retry only the missing
+ones).
 
 ``<out>/run.json`` records what the results depend on (policy, tokenizer, sampling, loop options, judge, reward
 options); restarting with different values is refused unless ``overwrite`` (which deletes the old results), so one
@@ -27,19 +28,22 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentrag_verl.eval.data import EvalQuestion
 from agentrag_verl.eval.runner import AgentLoopRunner, RunnerConfig, Trajectory
+from agentrag_verl.jsonl import JsonlStore, read_records
 
 __all__ = [
     "EvalConfig",
     "EvalIncomplete",
     "EndpointError",
-    "ResultStore",
+    "open_results",
+    "read_results",
+    "result_key",
     "run_eval",
     "evaluate",
     "build_record",
@@ -117,59 +121,26 @@ class EvalConfig:
 
 
 def result_key(record: Mapping[str, Any]) -> str:
-    """Resume key of an eval result: ``"<dataset>/<id>"``."""
+    """Resume key of an eval result: ``"<dataset>/<id>"``.
+
+    >>> result_key({"dataset": "nq", "id": "test_7"})
+    'nq/test_7'
+    """
     return f"{record['dataset']}/{record['id']}"
 
 
-class ResultStore:
-    """Append-only JSONL records with crash-safe resume, keyed by ``key(record)`` (default :func:`result_key`).
+REDO = "its question is then evaluated again; or rerun with --overwrite"
+"""What deleting a corrupt line of a results file means (for the error message)."""
 
-    A line is complete once it ends with a newline; a torn last line (a crash mid-write) is cut off on open.
-    """
 
-    def __init__(self, path: str | os.PathLike[str], key: Callable[[Mapping[str, Any]], str] = result_key) -> None:
-        self.path = Path(path)
-        self.key = key
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.records: dict[str, dict[str, Any]] = {}
-        self._load()
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+def open_results(path: str | os.PathLike[str]) -> JsonlStore:
+    """The results file of one format as a :class:`~agentrag_verl.jsonl.JsonlStore` keyed by :func:`result_key`."""
+    return JsonlStore(path, key=result_key, redo=REDO)
 
-    def _load(self) -> None:
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        good = data.rfind(b"\n") + 1
-        if good < len(data):
-            logger.warning(
-                "%s: dropping a torn last line (%d bytes) left by an interrupted run", self.path, len(data) - good
-            )
-            with open(self.path, "r+b") as f:
-                f.truncate(good)
-        for lineno, line in enumerate(data[:good].decode("utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(
-                    f"{self.path}, line {lineno}: not valid JSON ({e.msg}). The results file is corrupt; delete the "
-                    "line (that question is then re-evaluated) or rerun with --overwrite."
-                ) from None
-            self.records[self.key(rec)] = rec
 
-    def __contains__(self, key: str) -> bool:
-        return key in self.records
-
-    def append(self, record: dict[str, Any]) -> None:
-        """Write one record durably."""
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self.records[self.key(record)] = record
-
-    def close(self) -> None:
-        self._file.close()
+def read_results(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The finished results of one format by :func:`result_key`, read without writing ({} when there are none)."""
+    return read_records(path, result_key, redo=REDO)
 
 
 def build_record(question: EvalQuestion, format_name: str, trajectory: Trajectory) -> dict[str, Any]:
@@ -334,14 +305,14 @@ async def evaluate(
         except BaseException:
             await judge.aclose()
             raise
-    stores: dict[str, ResultStore] = {}
+    stores: dict[str, JsonlStore] = {}
     scorer = None
     t0 = time.perf_counter()
     missing: dict[str, list[str]] = {}
     errors: dict[str, str] = {}
     try:
         _check_run_file(out, config)
-        stores = {f: ResultStore(out / f / RESULTS_FILE) for f in formats}
+        stores = {f: open_results(out / f / RESULTS_FILE) for f in formats}
         todo = [
             (f, i, q) for f in formats for qs in datasets.values() for i, q in enumerate(qs) if q.key not in stores[f]
         ]

@@ -13,7 +13,7 @@ Importing it imports neither ``openai`` nor torch; the client imports ``openai``
 
 from __future__ import annotations
 
-import importlib
+from agentrag_verl._lazy import lazy_exports
 
 _EXPORTS = {
     "JudgeConfig": "config",
@@ -26,10 +26,4 @@ _EXPORTS = {
     "ParseError": "parsers",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

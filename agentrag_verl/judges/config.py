@@ -15,10 +15,11 @@ Decisions:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from agentrag_verl.options import from_mapping
 
 __all__ = ["JudgeConfig", "JudgeConfigError", "HTTP_BACKENDS"]
 
@@ -172,24 +173,7 @@ class JudgeConfig:
         >>> JudgeConfig.from_config({"model": "judge", "api_key_env": None}, max_concurrency=8).max_concurrency
         8
         """
-        options: dict[str, Any] = {}
-        if config is not None:
-            if not isinstance(config, Mapping):
-                try:
-                    from omegaconf import OmegaConf
-
-                    config = OmegaConf.to_container(config, resolve=True)
-                except Exception as exc:
-                    raise JudgeConfigError(
-                        f"Judge config must be a mapping or an OmegaConf DictConfig, got {type(config).__name__}"
-                    ) from exc
-            options.update(config)  # type: ignore[arg-type]
-        options.update(overrides)
-        valid = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(options) - set(valid))
-        if unknown:
-            raise JudgeConfigError(f"Unknown judge option(s) {unknown}; choose from {valid}")
-        return cls(**options)
+        return from_mapping(cls, config, what="judge option", overrides=overrides, error=JudgeConfigError)
 
 
 def _is_int(value: Any) -> bool:

@@ -22,9 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from agentrag_verl.cli_common import report_error
 from agentrag_verl.local_cpu.process_tree import GIB, meminfo, run_process_tree
 from agentrag_verl.local_cpu.report import compare_weights, latest_actor_checkpoint, summarize_log
-from retriever_server.cli_common import report_error
 
 DEFAULT_REWARD_MODULE = "pkg://agentrag_verl.local_cpu.toy_reward"
 DEFAULT_REWARD_NAME = "ToyLengthRewardManager"
@@ -284,12 +284,11 @@ def check_args(args: argparse.Namespace) -> None:
     Raises:
         OSError, ValueError: The message names the flag.
     """
-    from retriever_server.cli_common import input_dir, input_file, output_dir
-    from retriever_server.encoders import check_model_path
+    from agentrag_verl.cli_common import input_dir, input_file, model_or_hub_id, output_dir
 
     output_dir(args.work_dir, "--work-dir")
     if args.model:
-        check_model_path(args.model)
+        model_or_hub_id(args.model, "--model")
     for flag, path in (("--train-files", args.train_files), ("--val-files", args.val_files)):
         if path:
             input_file(path, flag)
@@ -395,7 +394,7 @@ def _print_summary(summary: dict, work_dir: Path) -> None:
 
 
 def add_parser(subparsers) -> None:
-    from retriever_server.cli_common import non_negative_float, positive_int
+    from agentrag_verl.cli_common import non_negative_float, positive_int
 
     p = subparsers.add_parser(
         "train-local",

@@ -20,7 +20,7 @@ here for tests.
 
 from __future__ import annotations
 
-import importlib
+from agentrag_verl._lazy import lazy_exports
 
 _EXPORTS = {
     "build_tiny_tokenizer": "agentrag_verl.local_cpu.tiny_model",
@@ -40,10 +40,4 @@ _EXPORTS = {
     "QA_PATH": "agentrag_verl.data.corpus",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -84,9 +84,8 @@ def ray_head(num_cpus: int = 2, num_gpus: int = 0, env: dict[str, str] | None = 
     import time
     from pathlib import Path
 
+    from agentrag_verl.demo.servers import free_port
     from agentrag_verl.local_cpu.process_tree import descendants
-
-    from .retriever import free_port
 
     temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     gcs_port, dashboard_port = free_port(), free_port()

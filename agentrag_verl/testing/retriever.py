@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["minilm_path", "fixture_index", "free_port", "RetrieverServer"]
+from agentrag_verl.demo.servers import free_port
+
+__all__ = ["minilm_path", "fixture_index", "RetrieverServer"]
 
 
 def minilm_path() -> str:
@@ -54,13 +55,6 @@ def fixture_index(out_dir: str | os.PathLike[str], *, chunk_size: int = 1024) ->
     encoder = EncoderConfig.from_preset(minilm_path(), "mean", batch_size=32)
     build_index(BuildConfig(str(corpus), str(out), encoder, chunk_size=chunk_size, progress=False))
     return out
-
-
-def free_port() -> int:
-    """An unused TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RetrieverServer:

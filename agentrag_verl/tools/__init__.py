@@ -12,7 +12,7 @@ Names resolve lazily: ``import agentrag_verl.tools`` imports neither verl nor to
 
 from __future__ import annotations
 
-import importlib
+from agentrag_verl._lazy import lazy_exports
 
 _EXPORTS = {
     "RetrieverClient": "retriever_client",
@@ -22,10 +22,4 @@ _EXPORTS = {
     "SearchTool": "search_tool",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

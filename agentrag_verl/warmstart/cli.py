@@ -17,7 +17,7 @@ import argparse
 import asyncio
 import json
 
-from retriever_server.cli_common import API_KEY_HELP, api_key_env, output_dir, positive_int, report_error
+from agentrag_verl.cli_common import API_KEY_HELP, api_key_env, output_dir, positive_int, report_error
 
 __all__ = ["add_parser"]
 

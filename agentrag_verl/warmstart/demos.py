@@ -15,9 +15,10 @@ otherwise it is kept on disk with ``kept: false`` and the first failed rule as `
 Every record holds the agent loop's own ``prompt_ids``, ``response_ids`` and ``response_mask`` (1 = model-written,
 0 = observation or injected tag): exactly what an RL rollout of the same trajectory holds, which is what
 :class:`~agentrag_verl.warmstart.sft_dataset.DemonstrationDataset` trains on. Records are appended to
-``<out>/<format>/demos.jsonl`` as each trajectory ends (flushed, fsynced; keyed ``dataset/id#sample``), so a killed
-job loses only the trajectories in flight and a rerun samples only the missing ones. ``stats.json`` /
-``stats.md`` report kept and rejected counts by reason, and searches per question, per dataset.
+``<out>/<format>/demos.jsonl`` as each trajectory ends (:class:`~agentrag_verl.jsonl.JsonlStore`, keyed
+``dataset/id#sample``), so a killed job loses only the trajectories in flight and a rerun samples only the missing
+ones. ``stats.json`` / ``stats.md`` report kept and rejected counts by reason, and searches per question, per
+dataset.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from agentrag_verl.eval.data import EvalQuestion
-from agentrag_verl.eval.harness import EvalIncomplete, ResultStore, build_record
+from agentrag_verl.eval.harness import EvalIncomplete, build_record
 from agentrag_verl.eval.runner import AgentLoopRunner, RunnerConfig
+from agentrag_verl.jsonl import JsonlStore
+from agentrag_verl.options import check_choice
 
 __all__ = [
     "DemoConfig",
@@ -93,8 +96,8 @@ class DemoConfig:
             raise ValueError(f"samples must be >= 1, got {self.samples} (--samples).")
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency} (--concurrency).")
-        if self.metric is not None and self.metric not in ("em", "cem", "f1"):
-            raise ValueError(f"Unknown metric {self.metric!r}; choose one of ['em', 'cem', 'f1'] (--metric).")
+        if self.metric is not None:
+            check_choice("metric", self.metric, ("em", "cem", "f1"), where="--metric")
 
     @property
     def format_name(self) -> str:
@@ -191,7 +194,7 @@ async def generate_demos(
 
     out = Path(config.out_dir) / config.format_name
     _check_run_file(out, config, overwrite)
-    store = ResultStore(out / DEMOS_FILE, key=demo_key)
+    store = JsonlStore(out / DEMOS_FILE, key=demo_key, redo="its trajectory is then sampled again")
     jobs = [
         (q, s, i)
         for qs in datasets.values()
@@ -204,7 +207,11 @@ async def generate_demos(
     # Auxiliary generations (HiPRAG re-answers, AutoSearch intermediate answers) never enter the trained tokens and
     # only cost teacher calls: off unless the loop options ask for them.
     options = {"reanswers": False, "intermediate_answers": False, **dict(config.runner.loop_options)}
-    runner = AgentLoopRunner(dataclasses.replace(config.runner, loop_options=options), llm_client=llm_client)
+    try:
+        runner = AgentLoopRunner(dataclasses.replace(config.runner, loop_options=options), llm_client=llm_client)
+    except BaseException:
+        store.close()
+        raise
     semaphore = asyncio.Semaphore(config.concurrency)
     bar = tqdm(total=len(jobs), desc=f"demos {config.format_name}", disable=not config.progress or not jobs)
     t0 = time.perf_counter()

@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
         max_length=args.max_length,
         extra_overrides=[o for o in args.overrides if o != "--"],
     )
-    from retriever_server.cli_common import input_dir, output_dir, report_error
+    from agentrag_verl.cli_common import input_dir, output_dir, report_error
 
     try:
         input_dir(args.model, "--model")
@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> None:
-    from retriever_server.cli_common import positive_int
+    from agentrag_verl.cli_common import positive_int
 
     p = subparsers.add_parser(
         "sft-local",

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from agentrag_verl.eval.data import load_datasets
-from agentrag_verl.eval.harness import EvalIncomplete, ResultStore, evaluate
+from agentrag_verl.eval.harness import EvalIncomplete, evaluate, open_results
 from agentrag_verl.testing import Fault
 
 from .conftest import make_config
@@ -94,11 +94,11 @@ async def test_other_configuration_is_refused(
 def test_store_drops_torn_line_and_rejects_corrupt_middle(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text('{"dataset": "d", "id": "1"}\n{"dataset": "d", "id": "2"}\n{"dataset": "d", "i')
-    store = ResultStore(path)
+    store = open_results(path)
     assert set(store.records) == {"d/1", "d/2"}
     store.append({"dataset": "d", "id": "3"})
     store.close()
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["1", "2", "3"]
     path.write_text('{"dataset": "d", "id": "1"}\nnot json\n{"dataset": "d", "id": "2"}\n')
     with pytest.raises(ValueError, match="line 2"):
-        ResultStore(path)
+        open_results(path)

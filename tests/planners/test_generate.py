@@ -18,10 +18,10 @@ import pytest
 
 from agentrag_verl.cli import main
 from agentrag_verl.data.corpus import QA_PATH
+from agentrag_verl.jsonl import JsonlLockedError
 from agentrag_verl.judges import JudgeClient
 from agentrag_verl.methods.searchp1.planners.generate import (
     PlanCache,
-    PlanCacheLockedError,
     PlannerOptions,
     Question,
     generate_plans,
@@ -150,7 +150,7 @@ def test_cache_repairs_a_partial_line_and_locks(tmp_path):
     cache.write_text('{"id": "a", "planner": "p", "reasoning_path": ["x"]}\n{"id": "b", "plann')
     with PlanCache(cache) as c:
         assert c.done == {"a"} and c.repaired_bytes == len('{"id": "b", "plann')
-        with pytest.raises(PlanCacheLockedError, match="another"), PlanCache(cache):
+        with pytest.raises(JsonlLockedError, match="another"), PlanCache(cache):
             pass
         c.append({"id": "b", "planner": "p2", "reasoning_path": ["y"]})
     assert [json.loads(line)["id"] for line in cache.read_text().splitlines()] == ["a", "b"]

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from agentrag_verl.jsonl import JsonLinesError
 from agentrag_verl.methods.reasonrag.generate import (
     FAILURES,
     PAIRS,
     TREES,
     GenerateError,
-    TreeStore,
     build_dataset,
     generate,
     load_questions,
+    open_trees,
 )
 from agentrag_verl.methods.reasonrag.mcts import MCTSConfig, MCTSEnv
 from agentrag_verl.methods.reasonrag.pairs import PairConfig
@@ -111,11 +112,12 @@ def test_partial_last_line_is_cut_off(tmp_path):
     path = tmp_path / TREES
     good = json.dumps({"uid": "a/1", "tree": {}}) + "\n"
     path.write_text(good + '{"uid": "a/2", "tre')  # killed in the middle of a write
-    assert list(TreeStore(path).load()) == ["a/1"]
+    with open_trees(tmp_path) as store:
+        assert store.done == {"a/1"}
     assert path.read_text() == good
     path.write_text(good + "not json\n" + good)
-    with pytest.raises(GenerateError, match=r"trees.jsonl:2 is corrupt .* delete that line"):
-        TreeStore(path).load()
+    with pytest.raises(JsonLinesError, match=r"trees.jsonl, line 2: not valid JSON .* delete that line"):
+        open_trees(tmp_path)
 
 
 async def test_resume_with_other_settings_is_refused(tmp_path, qa_file, fake_retriever):
@@ -139,7 +141,8 @@ def test_rebuild_pairs_with_other_filters(tmp_path):
     for text, reward in (("So the answer is <answer>x</answer>", 0.9), ("So the answer is <answer>y</answer>", 0.85)):
         child = tree.add_child(tree.root, stage="terminal", text=text, action="answer", content=text[25])
         child.reward = reward
-    TreeStore(tmp_path / TREES).append({"uid": "s/1", "source": "s", "tree": tree.to_dict()})
+    with open_trees(tmp_path) as store:
+        store.append({"uid": "s/1", "source": "s", "tree": tree.to_dict()})
     assert build_dataset(tmp_path)["pairs"] == 1
     assert build_dataset(tmp_path, PairConfig(min_gap=0.1))["pairs"] == 0
     assert (tmp_path / PAIRS).read_text() == ""

@@ -186,7 +186,7 @@ def test_serve_and_query_bad_indexes(tmp_path, index_dir, corpus_file, capsys):
 
 
 def test_query_unreachable_url(capsys):
-    from agentrag_verl.testing.retriever import free_port
+    from agentrag_verl.demo.servers import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     line = one_line_error(["query", "--url", url, "q"], capsys, "cannot reach", url, "--url")

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentrag_verl.testing.retriever import free_port
+from agentrag_verl.demo.servers import free_port
 
 TIMEOUT_S = 1.0
 """--header-timeout and --body-timeout of the server under test."""

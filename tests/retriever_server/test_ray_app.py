@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
-from agentrag_verl.testing.retriever import free_port
+from agentrag_verl.demo.servers import free_port
 from retriever_server.ray_app import IndexSource, RayServeConfig, _coerce, build_app
 from retriever_server.retriever import LoadOptions
 

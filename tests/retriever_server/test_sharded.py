@@ -374,7 +374,7 @@ def test_ray_sharded_app_equals_unsharded_and_survives_a_shard_kill(
     import httpx
     from ray import serve
 
-    from agentrag_verl.testing.retriever import free_port
+    from agentrag_verl.demo.servers import free_port
     from retriever_server.ray_app import build_app
 
     sharded_dir = tmp_path / "two_shards"

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from agentrag_verl.formats import Format
 from agentrag_verl.methods.hiprag import reward as fn
 from agentrag_verl.methods.hiprag.judge import judge_steps
-from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, check_choice, resolve_format
+from agentrag_verl.options import check_choice
+from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, resolve_format
 
 __all__ = ["HipragStepOptimality", "HipragProcessBonus", "StepCounts", "JUDGE_ERROR_POLICIES", "DENOMINATORS"]
 

@@ -28,8 +28,7 @@ Importing this package imports neither torch nor trl.
 
 from __future__ import annotations
 
-import importlib
-
+from agentrag_verl._lazy import lazy_exports
 from agentrag_verl.formats import register_format
 from agentrag_verl.methods.reasonrag.grammar import FORMAT
 
@@ -50,10 +49,4 @@ _EXPORTS = {
     "uct_score": "spre",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -25,7 +25,8 @@ from typing import Any
 from uuid import uuid4
 
 from agentrag_verl.agent_loops import fields as F
-from agentrag_verl.agent_loops.search_agent_loop import EMPTY_QUERY_OBSERVATION, Rollout, SearchAgentLoop, cut_at_stop
+from agentrag_verl.agent_loops.openai_client import cut_at_stop
+from agentrag_verl.agent_loops.search_agent_loop import EMPTY_QUERY_OBSERVATION, Rollout, SearchAgentLoop
 from agentrag_verl.methods.reasonrag import grammar as reasonrag
 
 __all__ = ["ReasonRAGAgentLoop"]

@@ -20,7 +20,7 @@ import json
 import logging
 from typing import Any
 
-from retriever_server.cli_common import (
+from agentrag_verl.cli_common import (
     API_KEY_HELP,
     api_key_env,
     input_dir,

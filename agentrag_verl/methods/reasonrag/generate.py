@@ -5,12 +5,13 @@ builder silently wrote nothing. Here:
 
 - **Concurrent**: ``concurrency`` questions are searched at once in one event loop (each question's MCTS is
   sequential by nature; its SPRE rollouts run concurrently); the policy client bounds the requests in flight.
-- **Resumable**: a finished question's tree is appended to ``trees.jsonl`` as one line (written, flushed and
-  fsynced at once), only when its search completed. On restart, questions already there are skipped. A kill can
-  leave at most a partial last line: it is cut off (and that question searched again). Partial trees are never
-  written; a question whose policy or retriever failed after retries goes to ``failures.jsonl`` (informational)
-  and is tried again by the next run. ``run_config.json`` records the search settings; resuming with other MCTS
-  settings or another policy model is refused (use a new ``--out``), because the trees would mix.
+- **Resumable**: a finished question's tree is appended to ``trees.jsonl`` as one line
+  (:class:`~agentrag_verl.jsonl.JsonlStore`: flushed and fsynced, one writer), only when its search completed. On
+  restart, questions already there are skipped. A kill can leave at most a partial last line: it is cut off (and
+  that question searched again). Partial trees are never written; a question whose policy or retriever failed
+  after retries goes to ``failures.jsonl`` (informational) and is tried again by the next run. ``run_config.json``
+  records the search settings; resuming with other MCTS settings or another policy model is refused (use a new
+  ``--out``), because the trees would mix.
 - **Pairs and statistics** are derived from ``trees.jsonl`` at the end of every run (``pairs.jsonl``,
   ``stats.json``, ``stats.md``; rewritten atomically), so they always cover every finished question.
   ``agentrag-verl reasonrag pairs`` rebuilds them with other filters without searching again.
@@ -29,20 +30,21 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentrag_verl.jsonl import JsonLinesError, JsonlStore, read_json_lines, read_records
 from agentrag_verl.methods.reasonrag.mcts import MCTSConfig, MCTSEnv, run_mcts
 from agentrag_verl.methods.reasonrag.pairs import PairConfig, build_pairs, dataset_statistics, statistics_markdown
 from agentrag_verl.methods.reasonrag.tree import Tree
-from retriever_server.cli_common import JsonLinesError, read_json_lines
 
 __all__ = [
     "Question",
     "load_questions",
-    "TreeStore",
+    "open_trees",
+    "tree_uid",
     "RunSummary",
     "generate",
     "build_dataset",
@@ -116,59 +118,23 @@ def load_questions(paths: Sequence[str | Path], sources: Sequence[str] | None = 
     return out
 
 
-class TreeStore:
-    """``trees.jsonl``: one finished question per line, appended atomically enough for kill-and-resume.
+REDO = "its question is then searched again"
+"""What deleting a corrupt line of ``trees.jsonl`` means (for the error message)."""
 
-    Args:
-        path: The file.
+
+def tree_uid(record: Mapping[str, Any]) -> str:
+    """The key of a ``trees.jsonl`` record: the question's ``<source>/<id>``.
+
+    >>> tree_uid({"uid": "hotpotqa/7", "tree": {}})
+    'hotpotqa/7'
     """
+    return str(record["uid"])
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
 
-    def load(self) -> dict[str, dict[str, Any]]:
-        """The finished records by ``uid``; a partial last line (a kill during a write) is cut off the file.
-
-        Raises:
-            GenerateError: A corrupt line that is not the last.
-        """
-        if not self.path.exists():
-            return {}
-        data = self.path.read_bytes()
-        keep = data.rfind(b"\n") + 1
-        if keep < len(data):
-            logger.warning(
-                "%s ends with a partial line (%d bytes, an interrupted write); removing it: that question is searched "
-                "again",
-                self.path,
-                len(data) - keep,
-            )
-            with self.path.open("r+b") as f:
-                f.truncate(keep)
-            data = data[:keep]
-        records: dict[str, dict[str, Any]] = {}
-        for line_no, line in enumerate(data.decode("utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                uid = record["uid"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise GenerateError(
-                    f"{self.path}:{line_no} is corrupt ({exc}); delete that line to search the question again"
-                ) from None
-            if uid in records:
-                logger.warning("%s:%d repeats question %s; keeping the first", self.path, line_no, uid)
-                continue
-            records[uid] = record
-        return records
-
-    def append(self, record: dict[str, Any]) -> None:
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-        with self.path.open("ab") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+def open_trees(out_dir: str | Path) -> JsonlStore:
+    """``<out>/trees.jsonl`` as a :class:`~agentrag_verl.jsonl.JsonlStore` keyed by :func:`tree_uid`, keeping only
+    the keys in memory (trees are large; :func:`build_dataset` reads them back)."""
+    return JsonlStore(Path(out_dir) / TREES, key=tree_uid, redo=REDO, keep_records=False)
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -247,11 +213,13 @@ async def generate(
     start = time.monotonic()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    store = TreeStore(out / TREES)
-    store.path.touch(exist_ok=True)  # pairs and stats are (re)built even when no question finishes
-    finished = store.load()
-    _check_run_config(out, settings if settings is not None else {"mcts": dataclasses.asdict(mcts)}, bool(finished))
-    pending = [q for q in questions if q.uid not in finished]
+    store = open_trees(out)  # created: pairs and stats are (re)built even when no question finishes
+    try:
+        _check_run_config(out, settings if settings is not None else {"mcts": dataclasses.asdict(mcts)}, bool(store))
+    except BaseException:
+        store.close()
+        raise
+    pending = [q for q in questions if q.uid not in store]
     summary = RunSummary(total=len(questions), skipped=len(questions) - len(pending))
     logger.info("%d questions: %d already finished, %d to search", len(questions), summary.skipped, len(pending))
 
@@ -307,6 +275,7 @@ async def generate(
     finally:
         if bar is not None:
             bar.close()
+        store.close()
     if summary.aborted:
         logger.error(
             "stopped after %d failed questions (see %s); fix the endpoint and run again to resume",
@@ -335,12 +304,13 @@ def build_dataset(
         The statistics.
 
     Raises:
-        GenerateError: ``trees.jsonl`` is missing or corrupt.
+        GenerateError: ``trees.jsonl`` is missing.
+        JsonLinesError: A line of ``trees.jsonl`` is corrupt (the message names it).
     """
     out = Path(out_dir)
     if not (out / TREES).exists():
         raise GenerateError(f"{out / TREES} does not exist; run `agentrag-verl reasonrag generate --out {out}` first")
-    records = list(TreeStore(out / TREES).load().values())
+    records = list(read_records(out / TREES, tree_uid, redo=REDO).values())
     pairs = list(iter_pairs(records, config))
     _atomic_write(out / PAIRS, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
     searched = Counter(r.get("source", "") for r in records)

@@ -55,6 +55,7 @@ from agentrag_verl.methods.reasonrag.tree import (
     state_messages,
 )
 from agentrag_verl.metrics import f1_score
+from agentrag_verl.options import from_mapping
 
 __all__ = ["MCTSConfig", "Retriever", "MCTSEnv", "QuestionStats", "run_mcts", "select", "backpropagate", "rollout"]
 
@@ -137,12 +138,7 @@ class MCTSConfig:
         >>> MCTSConfig.from_config({"max_rollouts": 8}, alpha=0.5).alpha
         0.5
         """
-        options = {**(dict(config) if config else {}), **overrides}
-        valid = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(options) - set(valid))
-        if unknown:
-            raise ValueError(f"Unknown MCTS option(s) {unknown}; choose from {valid}")
-        return cls(**options)
+        return from_mapping(cls, config, what="MCTS option", where="mcts", overrides=overrides)
 
 
 class Retriever(Protocol):

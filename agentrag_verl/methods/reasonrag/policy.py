@@ -31,9 +31,9 @@ from typing import Any, Literal, Protocol
 
 import httpx
 
-from agentrag_verl.agent_loops.openai_client import _dropped_stop
+from agentrag_verl.agent_loops.openai_client import _dropped_stop, cut_at_stop
 
-__all__ = ["Policy", "PolicyConfig", "PolicyClient", "PolicyError", "cut_at_stop"]
+__all__ = ["Policy", "PolicyConfig", "PolicyClient", "PolicyError"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +56,9 @@ class PolicyError(RuntimeError):
 class PolicyConfig:
     """Where the MCTS policy lives and how it samples.
 
-    Example::
-
-        PolicyConfig(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen2.5-7B-Instruct", api_key_env=None)
+    >>> config = PolicyConfig(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen2.5-7B-Instruct", api_key_env="none")
+    >>> config.api, config.api_key_env
+    ('chat', None)
     """
 
     base_url: str = "http://127.0.0.1:8000/v1"
@@ -127,16 +127,6 @@ class PolicyConfig:
         reserved = {"model", "messages", "prompt", "stop", "seed", "stream", "n"} & set(self.extra_params)
         if reserved:
             raise ValueError(f"policy.extra_params must not set {sorted(reserved)}")
-
-
-def cut_at_stop(text: str, stop: Sequence[str]) -> str:
-    """Cut ``text`` after the earliest stop string (kept), as vLLM's ``include_stop_str_in_output``.
-
-    >>> cut_at_stop("So the next query is <query>q</query> and more", ["</query>", "</answer>"])
-    'So the next query is <query>q</query>'
-    """
-    ends = [text.find(s) + len(s) for s in stop if s and s in text]
-    return text[: min(ends)] if ends else text
 
 
 class PolicyClient:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from agentrag_verl.options import check_literals, from_mapping, plain_mapping
 from agentrag_verl.rewards.managers.sample import Sample, read_sample
 
 logger = logging.getLogger(__name__)
@@ -49,25 +50,11 @@ class JudgeStartupError(RuntimeError):
     """The judge endpoint failed its start-up check (bad URL, key or model): a config error, raised, not scored."""
 
 
-def to_plain(config: Any) -> dict[str, Any]:
-    """An OmegaConf node / mapping / None as a plain dict."""
-    if config is None:
-        return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(config, DictConfig):
-            return dict(OmegaConf.to_container(config, resolve=True))  # type: ignore[arg-type]
-    except ImportError:  # pragma: no cover
-        pass
-    return dict(config) if isinstance(config, Mapping) else {}
-
-
 def reward_kwargs(config: Any) -> dict[str, Any]:
     """``config.reward.reward_kwargs`` as a plain dict (``{}`` when absent)."""
     try:
         reward = config.get("reward") if hasattr(config, "get") else None
-        return to_plain(reward.get("reward_kwargs") if reward is not None else None)
+        return plain_mapping(reward.get("reward_kwargs") if reward is not None else None, what="reward option")
     except Exception:  # pragma: no cover - defensive: odd config objects
         return {}
 
@@ -181,27 +168,17 @@ JUDGE_FIELDS = ("judge", "over_search_judge", "under_search_judge")
 def options_from_config(cls: type, config: Mapping[str, Any] | Any | None, ignore: tuple[str, ...] = ()) -> Any:
     """Build an options dataclass from ``reward.reward_kwargs``; invalid options fail here, when the manager is built.
 
-    Checks: unknown keys (the message lists the valid ones), every ``Literal[...]`` field against its choices, and
-    every judge mapping (:data:`JUDGE_FIELDS`) against :class:`~agentrag_verl.judges.JudgeConfig`; each message names
-    the config key (``reward.reward_kwargs.<name>``). Keys in ``ignore`` (verl's own reward kwargs such as
-    ``overlong_buffer_cfg``) are skipped.
+    Checks (:func:`agentrag_verl.options.from_mapping`): unknown keys (the message lists the valid ones), every
+    ``Literal[...]`` field against its choices, and every judge mapping (:data:`JUDGE_FIELDS`) against
+    :class:`~agentrag_verl.judges.JudgeConfig`; each message names the config key (``reward.reward_kwargs.<name>``).
+    Keys in ``ignore`` (verl's own reward kwargs such as ``overlong_buffer_cfg``) are skipped.
 
     Raises:
         ValueError: An unknown key or an invalid value.
     """
-    import dataclasses
-
-    values = to_plain(config)
-    names = {f.name for f in dataclasses.fields(cls)}
     known_foreign = {"overlong_buffer_cfg", "max_resp_len", *ignore}
-    unknown = sorted(k for k in values if k not in names and k not in known_foreign)
-    if unknown:
-        raise ValueError(
-            f"Unknown reward option(s) {unknown} for {cls.__name__}; choose from {sorted(names)}; "
-            f"set them under {REWARD_KWARGS}"
-        )
-    options = cls(**{k: v for k, v in values.items() if k in names})
-    validate_options(options)
+    options = from_mapping(cls, config, what="reward option", where=REWARD_KWARGS, ignore=known_foreign)
+    _check_judges(options, REWARD_KWARGS)
     return options
 
 
@@ -217,44 +194,17 @@ def validate_options(options: Any, prefix: str = REWARD_KWARGS) -> None:
     Traceback (most recent call last):
     ValueError: Invalid reward option reward.reward_kwargs.policy='exclud': choose one of ['exclude', 'optimal']
     """
-    import dataclasses
-    import typing
+    check_literals(options, what="reward option", where=prefix)
+    _check_judges(options, prefix)
 
-    hints = typing.get_type_hints(type(options))
-    for f in dataclasses.fields(options):
-        value = getattr(options, f.name)
-        choices = _literal_choices(hints.get(f.name))
-        if choices is not None and not any(value == c and type(value) is type(c) for c in choices):
-            if not (value is None and None in choices):
-                raise ValueError(
-                    f"Invalid reward option {prefix}.{f.name}={value!r}: choose one of "
-                    f"{[c for c in choices if c is not None]}"
-                )
-        if f.name in JUDGE_FIELDS and value:
+
+def _check_judges(options: Any, prefix: str) -> None:
+    for name in JUDGE_FIELDS:
+        value = getattr(options, name, None)
+        if value:
             from agentrag_verl.judges import JudgeConfig
 
             try:
                 JudgeConfig.from_config(value)
             except ValueError as exc:
-                raise ValueError(f"Invalid judge config {prefix}.{f.name}: {exc}") from None
-
-
-def _literal_choices(hint: Any) -> tuple[Any, ...] | None:
-    """The allowed values of ``Literal[...]`` (or ``Literal[...] | None``, with None among them); else ``None``."""
-    import types
-    import typing
-
-    if hint is None:
-        return None
-    origin = typing.get_origin(hint)
-    if origin is typing.Literal:
-        return typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        literals = [a for a in args if typing.get_origin(a) is typing.Literal]
-        if literals and all(typing.get_origin(a) is typing.Literal or a is type(None) for a in args):
-            out: list[Any] = [v for a in literals for v in typing.get_args(a)]
-            if type(None) in args:
-                out.append(None)
-            return tuple(out)
-    return None
+                raise ValueError(f"Invalid judge config {prefix}.{name}: {exc}") from None

@@ -39,7 +39,6 @@ __all__ = [
     "Scaled",
     "SUMMED_KEYS",
     "resolve_format",
-    "check_choice",
     "JudgeProvider",
 ]
 
@@ -57,23 +56,6 @@ def resolve_format(fmt: str | Format) -> Format:
     ('searchr1', 'hiprag')
     """
     return fmt if isinstance(fmt, Format) else get_format(fmt)
-
-
-def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
-    """``value`` when it is one of ``choices``; else a ``ValueError`` naming the option and the valid choices (parts
-    check their options when they are built, so a typo fails at start-up, not on every sample).
-
-    >>> check_choice("denominator", "all", ("all", "search"))
-    'all'
-    >>> check_choice("denominator", "alll", ("all", "search"))
-    Traceback (most recent call last):
-    ValueError: Unknown denominator 'alll'; choose one of ['all', 'search']
-    """
-    if isinstance(value, str) and value in choices:
-        return value
-    if not isinstance(value, str) and any(value == c and type(value) is type(c) for c in choices):
-        return value
-    raise ValueError(f"Unknown {name} {value!r}; choose one of {list(choices)}")
 
 
 @dataclass

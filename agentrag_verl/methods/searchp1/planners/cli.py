@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from retriever_server.cli_common import (
+from agentrag_verl.cli_common import (
     API_KEY_HELP,
     api_key_env,
     input_file,
@@ -58,10 +58,10 @@ def _judge_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from agentrag_verl.jsonl import JsonlLockedError
     from agentrag_verl.judges import JudgeClient
     from agentrag_verl.judges.client import JudgeUnavailableError
     from agentrag_verl.methods.searchp1.planners.generate import (
-        PlanCacheLockedError,
         PlannerOptions,
         generate_plans,
         load_questions,
@@ -103,7 +103,7 @@ async def _run(args: argparse.Namespace) -> int:
             summary = await generate_plans(
                 questions, args.out, client, options, retriever=retriever, progress=not args.no_progress
             )
-        except PlanCacheLockedError as e:
+        except JsonlLockedError as e:
             return report_error(PROG, e)
     finally:
         if retriever is not None:

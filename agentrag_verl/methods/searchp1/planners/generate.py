@@ -29,30 +29,29 @@ reward manager then finds no plan and keeps Track A only (``sp1_missing_plan``).
 restart skips every id found in either. Endpoint failures (timeouts, 5xx, retriever errors after retries) write
 nothing, so a rerun retries exactly those questions.
 
-Crash safety: each record is one ``write`` of a whole line followed by ``flush`` + ``fsync``; a process killed in
-the middle of a write leaves at most one partial last line, which the next run truncates (the question is then
-planned again, once). A lock file (``<cache>.lock``, ``fcntl.flock``) stops two generators from writing the same
-cache.
+Crash safety: both files are :class:`~agentrag_verl.jsonl.JsonlStore` files: each record is one line, flushed and
+fsynced; a process killed in the middle of a write leaves at most one partial last line, which the next run cuts off
+(the question is then planned again, once); a lock on each file stops two generators from writing the same cache.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import json
 import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
+from agentrag_verl.jsonl import JsonlStore
 from agentrag_verl.judges.client import JudgeRequest
 from agentrag_verl.methods.searchp1.judge import ReferencePlan, parse_planner, planner_request
 from agentrag_verl.methods.searchp1.planners.prompts import vote_messages
 from agentrag_verl.metrics import cover_exact_match
+from agentrag_verl.options import check_choice
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +59,6 @@ __all__ = [
     "Question",
     "PlannerOptions",
     "PlanCache",
-    "PlanCacheLockedError",
     "GenerationSummary",
     "load_questions",
     "rejected_path",
@@ -105,10 +103,7 @@ class PlannerOptions:
     def __post_init__(self) -> None:
         if self.num_candidates < 1:
             raise ValueError(f"num_candidates (K) must be >= 1, got {self.num_candidates}")
-        if self.correctness not in ("auto", "answer", "retrieval", "none"):
-            raise ValueError(
-                f"unknown correctness filter {self.correctness!r}; choose one of auto, answer, retrieval, none"
-            )
+        check_choice("correctness filter", self.correctness, get_args(Correctness), where="--correctness")
         if self.resolved_correctness == "retrieval" and not self.retriever_url:
             raise ValueError("the retrieval correctness filter needs a retriever URL (--retriever-url)")
         if self.max_questions_in_flight < 1:
@@ -186,107 +181,49 @@ def load_questions(path: str | os.PathLike[str]) -> list[Question]:
     return out
 
 
-class PlanCacheLockedError(RuntimeError):
-    """Another generator holds the cache's lock file."""
-
-
-def _repair_tail(path: Path) -> int:
-    """Truncate a partial last line (left by a killed writer); returns the bytes removed."""
-    if not path.exists():
-        return 0
-    size = path.stat().st_size
-    if size == 0:
-        return 0
-    with open(path, "rb+") as f:
-        f.seek(max(0, size - 1))
-        if f.read(1) == b"\n":
-            return 0
-        # find the last newline; everything after it is a partial record
-        block, pos = 65536, size
-        keep = 0
-        while pos > 0:
-            start = max(0, pos - block)
-            f.seek(start)
-            chunk = f.read(pos - start)
-            idx = chunk.rfind(b"\n")
-            if idx >= 0:
-                keep = start + idx + 1
-                break
-            pos = start
-        f.truncate(keep)
-        return size - keep
-
-
-def _read_ids(path: Path) -> list[str]:
-    ids = []
-    if not path.exists():
-        return ids
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                ids.append(str(json.loads(line)["id"]))
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise ValueError(
-                    f"{path}, line {lineno}: not a planner record ({type(e).__name__}: {e}); the cache is corrupt "
-                    "there. Delete that line (its question is then planned again) and rerun."
-                ) from None
-    return ids
+def _plan_id(record: Mapping[str, Any]) -> str:
+    return str(record["id"])
 
 
 class PlanCache:
-    """The append-only JSONL cache and its rejected sidecar, locked for one writer.
+    """The planner cache and its rejected sidecar: two :class:`~agentrag_verl.jsonl.JsonlStore` files keyed by
+    question id, each locked for one writer.
 
     Use as a context manager: ``with PlanCache(path) as cache: cache.done`` (ids already in either file).
+
+    Raises:
+        JsonlLockedError: Another generator is writing the cache.
+        JsonLinesError: A line of either file is corrupt.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.rejected_path = rejected_path(self.path)
-        self.lock_path = self.path.with_name(f"{self.path.name}.lock")
         self.done: set[str] = set()
         self.repaired_bytes = 0
-        self._lock_fd: int | None = None
-        self._files: dict[bool, Any] = {}
+        self._stores: dict[bool, JsonlStore] = {}
 
     def __enter__(self) -> PlanCache:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+        redo = "its question is then planned again"
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise PlanCacheLockedError(
-                f"{self.path} is being written by another `planners generate` (lock {self.lock_path}); wait for it "
-                "or use another --out"
-            ) from None
-        self._lock_fd = fd
-        for p in (self.path, self.rejected_path):
-            self.repaired_bytes += _repair_tail(p)
-        self.done = set(_read_ids(self.path)) | set(_read_ids(self.rejected_path))
-        self._files = {
-            False: open(self.path, "a", encoding="utf-8"),
-            True: open(self.rejected_path, "a", encoding="utf-8"),
-        }
+            for rejected, p in ((False, self.path), (True, self.rejected_path)):
+                self._stores[rejected] = JsonlStore(p, key=_plan_id, redo=redo, keep_records=False)
+        except BaseException:
+            self.__exit__()
+            raise
+        self.repaired_bytes = sum(s.repaired_bytes for s in self._stores.values())
+        self.done = self._stores[False].done | self._stores[True].done
         return self
 
     def append(self, record: dict[str, Any], rejected: bool = False) -> None:
-        """Write one record as one line, durably (flush + fsync)."""
-        f = self._files[rejected]
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-        self.done.add(str(record["id"]))
+        """Write one record as one line, durably (flush + fsync), to the cache or the rejected sidecar."""
+        self._stores[rejected].append(record)
+        self.done.add(_plan_id(record))
 
     def __exit__(self, *exc: Any) -> None:
-        for f in self._files.values():
-            f.close()
-        self._files = {}
-        if self._lock_fd is not None:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        for store in self._stores.values():
+            store.close()
+        self._stores = {}
 
 
 def answer_in_plan(plan: ReferencePlan, golden_answers: Sequence[str]) -> bool:
@@ -426,13 +363,7 @@ async def generate_plans(
     start = time.monotonic()
     summary = GenerationSummary(total=len(questions))
     with PlanCache(cache_path) as cache:
-        summary.repaired_bytes = cache.repaired_bytes
-        if cache.repaired_bytes:
-            logger.warning(
-                "%s: dropped a partial last record (%d bytes) left by an interrupted run",
-                cache_path,
-                cache.repaired_bytes,
-            )
+        summary.repaired_bytes = cache.repaired_bytes  # the store logged the cut
         pending = [q for q in questions if q.id not in cache.done]
         summary.already_done = len(questions) - len(pending)
         queue: asyncio.Queue[Question] = asyncio.Queue()
