@@ -8,7 +8,7 @@
 - ``judges.uses``: a :class:`JudgeRequest` builder per paper use (prompt + parser).
 - ``judges.policy``: what a failed verdict means per use (HiPRAG ``exclude`` / ``optimal`` / ``suboptimal``, ...).
 
-Importing this package imports neither ``openai`` nor torch; the client imports ``openai`` when constructed.
+Importing this package imports neither aiohttp nor torch; the client imports aiohttp when it first sends.
 """
 
 from __future__ import annotations
