@@ -341,8 +341,8 @@ async def httpx_request(
 def aiohttp_session(
     timeout_s: float, max_connections: int, headers: Mapping[str, str] | None = None
 ) -> aiohttp.ClientSession:
-    """An ``aiohttp.ClientSession`` with a ``timeout_s`` total deadline per attempt and a pool of
-    ``max_connections``. Make it inside the event loop that will use it.
+    """An ``aiohttp.ClientSession`` with a ``timeout_s`` total deadline per attempt, a pool of ``max_connections``
+    and no cookie jar. Make it inside the event loop that will use it.
 
     Args:
         timeout_s: Deadline of one attempt (connect to last body byte), seconds.
@@ -360,6 +360,7 @@ def aiohttp_session(
         connector=aiohttp.TCPConnector(limit=max_connections),
         timeout=aiohttp.ClientTimeout(total=timeout_s),
         headers=dict(headers or {}),
+        cookie_jar=aiohttp.DummyCookieJar(),  # API calls are stateless; filtering cookies costs CPU on every call
     )
 
 

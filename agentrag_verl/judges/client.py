@@ -24,7 +24,12 @@ errors as successes):
   endpoint URL is not part of the key: the same model behind another URL hits the cache. Failures are never
   cached. Set ``temperature > 0`` and ``cache=True`` only if a repeated request may reuse one sampled verdict.
 - **In-flight deduplication**: identical requests (same cache key and parser) submitted while one is in flight
-  share its single HTTP call.
+  share its single HTTP call. The first one makes the call in its caller's task (so the first ``max_concurrency``
+  requests of a batch are on the wire before the rest are prepared); if that caller is cancelled, a waiting twin
+  makes the call itself.
+- **CPU per call**: the messages are serialized to JSON once, for the cache key and the request body alike; the
+  aiohttp session keeps no cookies. On a fast local judge the client's CPU per call, not the judge, bounds the
+  throughput (``benchmarks/judge_bench.py``).
 - **Metrics**: :meth:`metrics` returns a flat ``dict[str, float]`` with namespaced keys (``judge/calls``,
   ``judge/cache_hits``, ``judge/retries``, ``judge/failures/timeout``, ``judge/latency_p95_s``,
   ``judge/prompt_tokens``, ...) for ``reward_extra_info`` / verl's tracker.
@@ -60,7 +65,7 @@ import time
 import weakref
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from agentrag_verl.http import RequestError, RetryPolicy, aiohttp_request, aiohttp_session
@@ -187,14 +192,26 @@ def cache_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping
     ...     "m", [{"content": "hi", "role": "user"}], {"temperature": 0})
     True
     """
-    payload = json.dumps(
-        {"v": 1, "model": model, "messages": list(messages), "params": dict(params)},
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        default=str,
-    )
+    return _key_of(_canonical(list(messages)), _canonical(model), _canonical(dict(params)))
+
+
+def _canonical(value: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces, UTF-8 text as is, unknown types as ``str``."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _key_of(messages_json: str, model_json: str, params_json: str) -> str:
+    """:func:`cache_key` from the canonical JSON of its parts: the canonical JSON of
+    ``{"v": 1, "model": ..., "messages": ..., "params": ...}`` is assembled, not re-encoded (sorted top-level keys:
+    messages, model, params, v), so the messages are serialized once per request, for the key and the body alike."""
+    payload = f'{{"messages":{messages_json},"model":{model_json},"params":{params_json},"v":1}}'
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _body_of(messages_json: str, model_json: str, params_json: str) -> bytes:
+    """The chat completion request body from the canonical JSON of its parts."""
+    params = "," + params_json[1:-1] if params_json != "{}" else ""
+    return f'{{"model":{model_json},"messages":{messages_json}{params}}}'.encode()
 
 
 def _callable_key(fn: Any) -> str:
@@ -469,6 +486,8 @@ class JudgeClient:
             "Accept": "application/json",
         }
         self._params = config.sampling_params()
+        self._params_json = _canonical(self._params)
+        self._model_json = _canonical(config.model)
         self._completions_url = config.base_url.rstrip("/") + "/chat/completions"
         self._models_url = config.base_url.rstrip("/") + "/models"
         self._retry = RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_max_s)
@@ -575,7 +594,7 @@ class JudgeClient:
         limit = "max_completion_tokens" if "max_completion_tokens" in self._params else "max_tokens"
         body = {**self._params, "model": cfg.model, "messages": [{"role": "user", "content": "ping"}], limit: 1}
         try:
-            await asyncio.wait_for(self._post(session, json.dumps(body)), timeout)
+            await asyncio.wait_for(self._post(session, json.dumps(body).encode()), timeout)
         except asyncio.TimeoutError:
             raise JudgeUnavailableError(
                 f"Judge endpoint {cfg.base_url} probe failed: no reply within {timeout}s; check judge.base_url"
@@ -604,8 +623,9 @@ class JudgeClient:
         if self._closed:
             raise RuntimeError("JudgeClient is closed")
         start = time.perf_counter()
-        params = {**self._params, **request.params} if request.params else self._params
-        key = cache_key(self.config.model, request.messages, params)
+        params_json = _canonical({**self._params, **request.params}) if request.params else self._params_json
+        messages_json = _canonical(request.messages)
+        key = _key_of(messages_json, self._model_json, params_json)
         with self._metrics.lock:
             self._metrics.requests += 1
         cached = self._cache_get(key, request.parser)
@@ -618,23 +638,24 @@ class JudgeClient:
 
         state = self._state()
         dedup_key = (key, _callable_key(request.parser))
-        task = state.inflight.get(dedup_key)
-        leader = task is None
-        if task is None:
-            body = {"model": self.config.model, "messages": request.messages, **params}
-            task = asyncio.ensure_future(self._run(state, key, body, request.parser))
-            state.inflight[dedup_key] = task
-            task.add_done_callback(functools.partial(_forget, state.inflight, dedup_key))
-        else:
-            with self._metrics.lock:
-                self._metrics.dedup_hits += 1
-        try:
-            verdict: Verdict[T] = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.cancelled() and not _current_task_cancelling():
-                verdict = Verdict(None, None, False, "unexpected", "the judge call was cancelled")
-            else:
-                raise
+        leader, joined = False, False
+        while True:
+            twin = state.inflight.get(dedup_key)
+            if twin is None:
+                leader = True
+                verdict = await self._lead(state, dedup_key, key, messages_json, params_json, request.parser)
+                break
+            if not joined:
+                joined = True
+                with self._metrics.lock:
+                    self._metrics.dedup_hits += 1
+            try:
+                verdict = await asyncio.shield(twin)
+                break
+            except asyncio.CancelledError:
+                if not twin.cancelled() or _current_task_cancelling():
+                    raise
+                # the identical request this one joined was cancelled, this one was not: make the call itself
         latency = time.perf_counter() - start
         with self._metrics.lock:
             if leader:
@@ -643,7 +664,34 @@ class JudgeClient:
                 self._metrics.ok += 1
             else:
                 self._metrics.failures[verdict.error_kind or "unexpected"] += 1
-        return replace(verdict, latency_s=latency, attempts=verdict.attempts if leader else 0)
+        attempts = verdict.attempts if leader else 0
+        return Verdict(
+            verdict.value, verdict.raw, verdict.ok, verdict.error_kind, verdict.error, False, attempts, latency
+        )
+
+    async def _lead(
+        self,
+        state: _LoopState,
+        dedup_key: tuple[str, str],
+        key: str,
+        messages_json: str,
+        params_json: str,
+        parser: Callable[[str], Any],
+    ) -> Verdict[Any]:
+        """Makes the call in the caller's task (no task of its own: the first ``max_concurrency`` requests of a
+        batch go on the wire before the rest are prepared); identical requests meanwhile await its future."""
+        shared: asyncio.Future[Verdict[Any]] = asyncio.get_running_loop().create_future()
+        state.inflight[dedup_key] = shared
+        try:
+            verdict = await self._run(state, key, _body_of(messages_json, self._model_json, params_json), parser)
+        except BaseException:
+            shared.cancel()  # twins that are not cancelled themselves make the call again
+            raise
+        finally:
+            if state.inflight.get(dedup_key) is shared:
+                del state.inflight[dedup_key]
+        shared.set_result(verdict)
+        return verdict
 
     async def judge_many(self, requests: Iterable[JudgeRequest[Any]]) -> list[Verdict[Any]]:
         """Judges a batch concurrently (bounded by ``max_concurrency``); verdicts come back in request order.
@@ -809,7 +857,7 @@ class JudgeClient:
         if self._disk is not None:
             self._disk.put(key, self.config.model, raw)
 
-    async def _post(self, session: Any, data: str) -> tuple[str, Mapping[str, Any]]:
+    async def _post(self, session: Any, data: bytes) -> tuple[str, Mapping[str, Any]]:
         """One chat completion: ``(content, usage)``; raises :class:`RequestError` (the judge's kinds)."""
         response = await aiohttp_request(session, "POST", self._completions_url, data=data)
         return _read_completion(response.body)
@@ -819,13 +867,10 @@ class JudgeClient:
             self._metrics.retries[error.kind] += 1
         logger.debug("judge retry %d after %s in %.3fs: %s", retry, error.kind, delay, error.message)
 
-    async def _run(
-        self, state: _LoopState, key: str, body: Mapping[str, Any], parser: Callable[[str], Any]
-    ) -> Verdict[Any]:
+    async def _run(self, state: _LoopState, key: str, data: bytes, parser: Callable[[str], Any]) -> Verdict[Any]:
         """Calls the endpoint until a verdict parses, a non-retryable error occurs or the retries run out."""
         cfg, metrics = self.config, self._metrics
         session = self._session(state)
-        data = json.dumps(body)
         attempts = 0
         raw: str | None = None
 
@@ -881,11 +926,6 @@ class JudgeClient:
             message,
             kind,
         )
-
-
-def _forget(inflight: dict[tuple[str, str], asyncio.Future], key: tuple[str, str], task: asyncio.Future) -> None:
-    if inflight.get(key) is task:
-        del inflight[key]
 
 
 def _current_task_cancelling() -> bool:

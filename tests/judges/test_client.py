@@ -227,6 +227,25 @@ async def test_identical_in_flight_requests_share_one_call(fake_openai_server):
     assert metrics["judge/dedup_hits"] == 19 and metrics["judge/ok"] == 20
 
 
+async def test_a_twin_of_a_cancelled_request_makes_the_call_itself(fake_openai_server):
+    def slow(body):
+        time.sleep(0.3)  # keeps the first call on the wire while its twin joins and it is cancelled
+        return TRUE
+
+    fake_openai_server.reset(replies=slow)
+    async with make_client(fake_openai_server) as client:
+        first = asyncio.ensure_future(client.judge(step(0)))
+        await asyncio.sleep(0.1)
+        twin = asyncio.ensure_future(client.judge(step(0)))
+        await asyncio.sleep(0.05)
+        first.cancel()
+        verdict = await twin
+        metrics = client.metrics()
+    assert first.cancelled()
+    assert verdict.ok and verdict.value is True and verdict.attempts == 1  # the twin's own call
+    assert metrics["judge/dedup_hits"] == 1 and metrics["judge/calls"] == 2 == completion_calls(fake_openai_server)
+
+
 async def test_concurrency_is_bounded(fake_openai_server):
     lock, active, peak = threading.Lock(), [0], [0]
 
