@@ -108,6 +108,10 @@ _LATENCY_WINDOW = 100_000
 _CACHE_FILENAME = "judge_cache.sqlite3"
 _DISK_BATCH = 256
 _RESERVED_PARAMS = frozenset({"model", "messages", "stream", "n"})
+_SUBMIT_CHUNK = 32
+"""Requests :meth:`JudgeClient.judge_many` submits per event-loop turn. Submitting a large batch in one turn would
+open every connection of the first wave, then prepare every other request, before the first request is written;
+in small turns the first requests are on the wire at once and the answers that arrive are read between turns."""
 
 
 class JudgeUnavailableError(RuntimeError):
@@ -705,7 +709,18 @@ class JudgeClient:
         Returns:
             One verdict per request, in order. Never raises for endpoint faults.
         """
-        verdicts = list(await asyncio.gather(*(self.judge(r) for r in requests)))
+        requests = list(requests)
+        tasks: list[asyncio.Future[Verdict[Any]]] = []
+        try:
+            for start in range(0, len(requests), _SUBMIT_CHUNK):
+                if start:
+                    await asyncio.sleep(0)  # answers that arrived meanwhile are handled between chunks
+                tasks.extend(asyncio.ensure_future(self.judge(r)) for r in requests[start : start + _SUBMIT_CHUNK])
+            verdicts = list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
         if self._disk is not None:
             self._disk.flush()
         return verdicts
