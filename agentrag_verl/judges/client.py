@@ -314,6 +314,9 @@ class _MemoryCache:
     def __len__(self) -> int:
         return len(self._data)
 
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
 
 class _DiskCache:
     """Reply texts in SQLite (WAL mode), shared safely by threads, processes and successive runs.
@@ -359,6 +362,26 @@ class _DiskCache:
             self._warn(exc)
             return None
         return row[0] if row else None
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """The stored replies of ``keys`` (absent keys are left out), in one query."""
+        found: dict[str, str] = {}
+        try:
+            with self._lock:
+                rest = []
+                for key in keys:
+                    pending = self._pending.get(key)
+                    if pending is not None:
+                        found[key] = pending[2]
+                    else:
+                        rest.append(key)
+                if rest:
+                    marks = ",".join("?" * len(rest))
+                    query = f"SELECT key, reply FROM verdicts WHERE key IN ({marks})"
+                    found.update(self._conn.execute(query, rest).fetchall())
+        except sqlite3.Error as exc:
+            self._warn(exc)
+        return found
 
     def put(self, key: str, model: str, reply: str) -> None:
         with self._lock:
@@ -624,15 +647,25 @@ class JudgeClient:
         Raises:
             RuntimeError: The client is closed.
         """
+        return await self._judge(request, self._prepare(request), None)
+
+    def _prepare(self, request: JudgeRequest[Any]) -> tuple[str, str, str]:
+        """``(cache key, messages JSON, params JSON)`` of a request."""
+        params_json = _canonical({**self._params, **request.params}) if request.params else self._params_json
+        messages_json = _canonical(request.messages)
+        return _key_of(messages_json, self._model_json, params_json), messages_json, params_json
+
+    async def _judge(
+        self, request: JudgeRequest[T], prepared: tuple[str, str, str], disk_rows: Mapping[str, str] | None
+    ) -> Verdict[T]:
+        """:meth:`judge` of a prepared request; ``disk_rows`` as in :meth:`_cache_get`."""
         if self._closed:
             raise RuntimeError("JudgeClient is closed")
         start = time.perf_counter()
-        params_json = _canonical({**self._params, **request.params}) if request.params else self._params_json
-        messages_json = _canonical(request.messages)
-        key = _key_of(messages_json, self._model_json, params_json)
+        key, messages_json, params_json = prepared
         with self._metrics.lock:
             self._metrics.requests += 1
-        cached = self._cache_get(key, request.parser)
+        cached = self._cache_get(key, request.parser, disk_rows)
         if cached is not None:
             raw, value = cached
             with self._metrics.lock:
@@ -715,7 +748,17 @@ class JudgeClient:
             for start in range(0, len(requests), _SUBMIT_CHUNK):
                 if start:
                     await asyncio.sleep(0)  # answers that arrived meanwhile are handled between chunks
-                tasks.extend(asyncio.ensure_future(self.judge(r)) for r in requests[start : start + _SUBMIT_CHUNK])
+                if self._closed:
+                    raise RuntimeError("JudgeClient is closed")
+                chunk = requests[start : start + _SUBMIT_CHUNK]
+                prepared = [self._prepare(r) for r in chunk]
+                disk_rows = None
+                if self._disk is not None and self.config.cache:  # one query for the chunk, not one per request
+                    memory = self._memory
+                    disk_rows = self._disk.get_many([k for k, _, _ in prepared if memory is None or k not in memory])
+                tasks.extend(
+                    asyncio.ensure_future(self._judge(r, p, disk_rows)) for r, p in zip(chunk, prepared, strict=True)
+                )
             verdicts = list(await asyncio.gather(*tasks))
         except BaseException:
             for task in tasks:
@@ -842,14 +885,18 @@ class JudgeClient:
 
     # ------------------------------------------------------------------ internals
 
-    def _cache_get(self, key: str, parser: Callable[[str], Any]) -> tuple[str, Any] | None:
-        """``(raw, value)`` from memory or disk, or ``None``; an entry the parser rejects counts as a miss."""
+    def _cache_get(
+        self, key: str, parser: Callable[[str], Any], disk_rows: Mapping[str, str] | None = None
+    ) -> tuple[str, Any] | None:
+        """``(raw, value)`` from memory or disk, or ``None``; an entry the parser rejects counts as a miss.
+
+        ``disk_rows``: the disk cache's rows for a batch, looked up at once; ``None`` looks this key up alone."""
         if not self.config.cache:
             return None
         raw = self._memory.get(key) if self._memory is not None else None
         from_disk = False
         if raw is None and self._disk is not None:
-            raw = self._disk.get(key)
+            raw = disk_rows.get(key) if disk_rows is not None else self._disk.get(key)
             from_disk = raw is not None
         if raw is None:
             return None
