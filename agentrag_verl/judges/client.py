@@ -27,8 +27,9 @@ errors as successes):
   share its single HTTP call. The first one makes the call in its caller's task (so the first ``max_concurrency``
   requests of a batch are on the wire before the rest are prepared); if that caller is cancelled, a waiting twin
   makes the call itself.
-- **CPU per call**: the messages are serialized to JSON once, for the cache key and the request body alike; the
-  aiohttp session keeps no cookies. On a fast local judge the client's CPU per call, not the judge, bounds the
+- **CPU per call**: the messages are serialized to JSON once, for the cache key and the request body alike;
+  :meth:`judge_many` looks its requests up in the disk cache 32 at a time, in one query; the aiohttp session keeps
+  no cookies. On a fast local judge the client's CPU per call, not the judge, bounds the
   throughput (``benchmarks/judge_bench.py``).
 - **Metrics**: :meth:`metrics` returns a flat ``dict[str, float]`` with namespaced keys (``judge/calls``,
   ``judge/cache_hits``, ``judge/retries``, ``judge/failures/timeout``, ``judge/latency_p95_s``,
