@@ -24,8 +24,8 @@ the policy written here:
 
 Two transports, one mapping of their failures: httpx (:func:`httpx_request`) for the retriever, completions and
 policy clients, whose callers may pass their own ``httpx.AsyncClient``; aiohttp (:func:`aiohttp_request`) for the
-judge, which sends thousands of small calls per training step and spends several times less CPU per call with
-aiohttp than with httpx (``benchmarks/judge_bench.py``).
+judge, which sends thousands of small calls per training step, where the client's CPU per call bounds the
+throughput and aiohttp spends less of it than httpx at high concurrency (``benchmarks/judge_bench.py``).
 
 Importing this module imports neither httpx nor aiohttp; each is imported when first used.
 """
