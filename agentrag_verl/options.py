@@ -159,6 +159,7 @@ def from_mapping(
     where: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     ignore: Collection[str] = (),
+    removed: Mapping[str, str] | None = None,
     error: type[Exception] = ValueError,
 ) -> T:
     """Build the options dataclass ``cls`` from a mapping, rejecting unknown keys and checking ``Literal`` fields.
@@ -170,6 +171,8 @@ def from_mapping(
         where: Where users set these keys (``"reward.reward_kwargs"``), named in the messages.
         overrides: Values that win over ``config``.
         ignore: Keys that belong to someone else in the same section (skipped, not passed to ``cls``).
+        removed: Keys of earlier versions -> the sentence that says so and what to do instead; such a key fails
+            with that sentence.
         error: The exception class of an unknown key (a subclass of ``ValueError`` where callers catch one).
 
     Returns:
@@ -181,6 +184,9 @@ def from_mapping(
     """
     values = plain_mapping(config, what=what, error=error)
     values.update(overrides or {})
+    gone = sorted(k for k in values if k in (removed or {}))
+    if gone:
+        raise error(f"Removed {what}(s) {gone}: " + "; ".join(removed[k] for k in gone))  # type: ignore[index]
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     unknown = sorted(k for k in values if k not in names and k not in ignore)
     if unknown:

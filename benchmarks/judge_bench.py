@@ -14,8 +14,8 @@ against a judge server with a fixed 100 ms latency. Scenarios, all in one run ag
 - ``1-5 steps``: 1-5 steps per trajectory (mean 3, same 1536 total), as HiPRAG trajectories vary: the per-chunk
   barrier of the authors' pattern waits for the longest sample of each chunk.
 
-Each scenario runs per ``--backends`` value (``JudgeConfig.http_backend``): ``auto`` is the openai client with its
-aiohttp transport (the default), ``aiohttp-raw`` posts the same requests with aiohttp directly.
+``JudgeClient`` has one transport (aiohttp through ``agentrag_verl.http``); until 0.1.0 it also offered the openai
+client's request layer, which cost ~1 ms of client CPU per call and took 1.7-1.8x the ideal time here.
 
 The judge server runs in a child process so its CPU does not compete with the client's event loop for the GIL.
 ``--server lean`` (default) is a minimal asyncio HTTP/1.1 server defined here; ``--server fake`` is the test
@@ -195,14 +195,13 @@ async def run(args: argparse.Namespace, base_url: str) -> list[dict[str, Any]]:
     ideal = math.ceil(n_total / args.concurrency) * args.latency_ms / 1000
     rows: list[dict[str, Any]] = []
 
-    def options(backend: str, **overrides: Any) -> dict[str, Any]:
+    def options(**overrides: Any) -> dict[str, Any]:
         return {
             "base_url": base_url,
             "model": MODEL,
             "api_key_env": None,
             "max_concurrency": args.concurrency,
             "timeout_s": 30.0,
-            "http_backend": backend,
             **overrides,
         }
 
@@ -213,23 +212,23 @@ async def run(args: argparse.Namespace, base_url: str) -> list[dict[str, Any]]:
         rows.append(entry)
         return entry
 
-    async def measure_ours(backend: str, counts: list[int], tag: str) -> tuple[dict[str, Any], str]:
+    async def measure_ours(counts: list[int], tag: str) -> tuple[dict[str, Any], str]:
         walls, cpus, calls, cache_dir = [], [], 0.0, ""
         for repeat in range(args.repeats):
             cache_dir = tempfile.mkdtemp(prefix="judge_bench_")
             samples = build_requests(counts, f"{tag}-{repeat}")
-            async with JudgeClient.from_config(options(backend, cache_dir=cache_dir)) as client:
+            async with JudgeClient.from_config(options(cache_dir=cache_dir)) as client:
                 wall, cpu = await timed(lambda c=client, s=samples: ours(c, s))
                 walls.append(wall)
                 cpus.append(cpu)
                 calls = client.metrics()["judge/calls"]
         return row(f"{tag}: ours, judge_many, cold cache", walls, cpus, calls), cache_dir
 
-    async def measure_authors(backend: str, counts: list[int], tag: str) -> dict[str, Any]:
+    async def measure_authors(counts: list[int], tag: str) -> dict[str, Any]:
         walls, cpus, calls = [], [], 0.0
         for repeat in range(args.repeats):
             samples = build_requests(counts, f"{tag}-authors-{repeat}")
-            async with JudgeClient.from_config(options(backend, cache=False)) as client:
+            async with JudgeClient.from_config(options(cache=False)) as client:
                 wall, cpu = await timed(lambda c=client, s=samples: authors_pattern(c.judge, s, args.concurrency))
                 walls.append(wall)
                 cpus.append(cpu)
@@ -238,24 +237,22 @@ async def run(args: argparse.Namespace, base_url: str) -> list[dict[str, Any]]:
 
     for variable in (False, True):
         counts = step_counts(args.trajectories, args.steps, variable)
-        for backend in args.backends:
-            tag = f"{'1-5' if variable else str(args.steps)} steps, {backend}"
-            # warm-up (connections, imports) on requests outside the measured set
-            async with JudgeClient.from_config(options(backend, cache=False)) as client:
-                await ours(client, build_requests(counts[: args.concurrency], f"warmup-{tag}"))
-            ours_row, cache_dir = await measure_ours(backend, counts, tag)
-            authors_row = await measure_authors(backend, counts, tag)
-            ours_row["speedup"] = authors_row["wall_s"] / ours_row["wall_s"]
-            if variable or backend != args.backends[0]:
-                continue
+        tag = f"{'1-5' if variable else str(args.steps)} steps"
+        # warm-up (connections, imports) on requests outside the measured set
+        async with JudgeClient.from_config(options(cache=False)) as client:
+            await ours(client, build_requests(counts[: args.concurrency], f"warmup-{tag}"))
+        ours_row, cache_dir = await measure_ours(counts, tag)
+        authors_row = await measure_authors(counts, tag)
+        ours_row["speedup"] = authors_row["wall_s"] / ours_row["wall_s"]
+        if not variable:
             # warm cache: the last cold run's requests again, from memory, then from disk with a new client
             samples = build_requests(counts, f"{tag}-{args.repeats - 1}")
-            async with JudgeClient.from_config(options(backend, cache_dir=cache_dir)) as client:
+            async with JudgeClient.from_config(options(cache_dir=cache_dir)) as client:
                 await ours(client, samples)  # loads the memory cache from disk
                 wall, cpu = await timed(lambda c=client, s=samples: ours(c, s))
                 warm = row(f"{tag}: ours, warm memory cache", [wall], [cpu], client.metrics()["judge/calls"])
                 warm["speedup"] = authors_row["wall_s"] / wall
-            async with JudgeClient.from_config(options(backend, cache_dir=cache_dir)) as client:
+            async with JudgeClient.from_config(options(cache_dir=cache_dir)) as client:
                 wall, cpu = await timed(lambda c=client, s=samples: ours(c, s))
                 warm = row(f"{tag}: ours, warm disk cache, new client", [wall], [cpu], client.metrics()["judge/calls"])
                 warm["speedup"] = authors_row["wall_s"] / wall
@@ -289,13 +286,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=100.0)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per scenario (the median is reported)")
     parser.add_argument("--server", choices=["lean", "fake"], default="lean")
-    parser.add_argument(
-        "--backends",
-        default="auto,aiohttp-raw",
-        help="comma-separated JudgeConfig.http_backend values to compare (auto, aiohttp, httpx, aiohttp-raw)",
-    )
     args = parser.parse_args()
-    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
 
     import openai
 
@@ -330,7 +321,7 @@ def main() -> None:
             f"{r['calls']:>6.0f} {r['cpu_s']:>6.2f}"
         )
     print(
-        "\nvs authors = wall time of the authors' pattern (same client and backend, same step counts) / this row's;"
+        "\nvs authors = wall time of the authors' pattern (same client, same step counts) / this row's;"
         "\nvs plain = wall time of the authors' pattern with a plain openai client / this row's; CPU s = client"
         " process CPU time.\nThe variable-steps rows have the same total (and ideal) as the fixed ones."
     )

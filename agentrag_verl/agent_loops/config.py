@@ -41,9 +41,9 @@ class SearchLoopConfig:
     retriever_timeout_s: float = 30.0
     """Timeout of one HTTP attempt, seconds."""
     retriever_max_retries: int = 3
-    """Retries on connection errors, timeouts and 5xx answers (never on 4xx)."""
+    """Retries on connection errors, timeouts, HTTP 408, 429 and 5xx answers (never on other 4xx)."""
     retriever_backoff_s: float = 0.5
-    """First retry delay; doubles per attempt."""
+    """First retry delay; doubles per attempt (plus up to 25% jitter, at most 30 s: ``agentrag_verl.http``)."""
     budget: int | None = None
     """Budget B of the format's rollout algorithm; ``None`` takes the paper's value (``ActionSpec.budget``). B counts
     what the format's algorithm counts (``ActionSpec.budget_unit``): search actions the environment answered

@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from agentrag_verl.http import RequestError, RetryPolicy, httpx_client, httpx_request
+
 __all__ = ["OpenAICompletionsClient", "cut_at_stop"]
 
 logger = logging.getLogger(__name__)
@@ -51,8 +53,10 @@ class OpenAICompletionsClient:
         tokenizer: Only for servers without ``token_ids`` in their answer (lossy fallback, see module docstring).
         api_key: Bearer token, if the server wants one.
         timeout_s: Timeout of one request.
-        max_retries: Retries on connection errors, timeouts and 5xx / 429 answers.
+        max_retries: Retries on connection errors, timeouts and HTTP 408 / 429 / 5xx answers, after 0.5 s, 1 s, ...
+            (the package's retry policy, :mod:`agentrag_verl.http`).
         default_max_tokens: ``max_tokens`` when the sampling parameters carry none.
+        http: The HTTP client to use; by default one with a ``timeout_s`` deadline and a pool of 256 connections.
     """
 
     def __init__(
@@ -73,9 +77,8 @@ class OpenAICompletionsClient:
         self.max_retries = max_retries
         self.default_max_tokens = default_max_tokens
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = http or httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s), headers=headers, limits=httpx.Limits(max_connections=256)
-        )
+        self._http = http or httpx_client(timeout_s, 256, headers)
+        self._retry = RetryPolicy(max_retries, backoff_base_s=0.5)
         self._warned = False
 
     async def aclose(self) -> None:
@@ -107,29 +110,20 @@ class OpenAICompletionsClient:
         Raises:
             RuntimeError: When the server fails after the retries or answers 4xx; the message holds its answer.
         """
-        import asyncio
-
         from verl.workers.rollout.replica import TokenOutput
 
         body = self.request_body(list(prompt_ids), dict(sampling_params))
-        error = ""
-        for attempt in range(self.max_retries + 1):
-            try:
-                response = await self._http.post(self.url, json=body, headers={"X-Request-Id": str(request_id)})
-            except httpx.TransportError as e:
-                error = f"{type(e).__name__}: {e}"
-            else:
-                if response.status_code < 400:
-                    return self._token_output(response.json(), body, TokenOutput)
-                error = f"HTTP {response.status_code}: {response.text[:300]}"
-                if response.status_code < 500 and response.status_code != 429:
-                    break
-            if attempt < self.max_retries:
-                await asyncio.sleep(0.5 * 2**attempt)
-        raise RuntimeError(
-            f"completions request to {self.url} failed: {error}. Check that the server is up and "
-            f"serves model {self.model!r}."
-        )
+        headers = {"X-Request-Id": str(request_id)}
+        try:
+            response = await self._retry.call(
+                lambda: httpx_request(self._http, "POST", self.url, json=body, headers=headers)
+            )
+        except RequestError as e:
+            raise RuntimeError(
+                f"completions request to {self.url} failed after {e.attempts} attempt(s): {e.message}. Check that "
+                f"the server is up and serves model {self.model!r}."
+            ) from None
+        return self._token_output(response.json(), body, TokenOutput)
 
     def _token_output(self, data: dict[str, Any], body: dict[str, Any], token_output_cls: type) -> Any:
         want_logprobs = bool(body.get("logprobs"))

@@ -8,7 +8,7 @@
 
 Each paper's judge (its prompts by figure number, verdict parser, :class:`JudgeRequest` builder and what a failed
 verdict means) is in its method folder, ``agentrag_verl/methods/<paper>/judge.py``; this package imports no method.
-Importing it imports neither ``openai`` nor torch; the client imports ``openai`` when constructed.
+Importing it imports neither aiohttp nor torch; the client imports aiohttp when it first sends.
 """
 
 from __future__ import annotations

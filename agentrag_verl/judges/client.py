@@ -10,11 +10,11 @@ errors as successes):
 
 - **Concurrency**: at most ``max_concurrency`` HTTP requests in flight per event loop (an ``asyncio.Semaphore``
   held only while a request is on the wire, not during backoff sleeps).
-- **Timeouts and retries**: each attempt has a deadline of ``timeout_s``. Timeouts, HTTP 408/429/5xx, connection
-  errors, malformed response bodies, empty replies and (optionally) unparsable verdicts are retried up to
-  ``max_retries`` times with exponential backoff and jitter; a 429's ``Retry-After`` is honoured. Other 4xx
-  (400, 401, 403, 404, 422, ...) are not retried: repeating them cannot help. The ``openai`` client's own retries
-  are off (``max_retries=0``) so every retry is ours and counted.
+- **Timeouts and retries**: the package's one retry policy (:mod:`agentrag_verl.http`): each attempt has a
+  deadline of ``timeout_s``; timeouts, HTTP 408/429/5xx and connection errors are retried up to ``max_retries``
+  times with exponential backoff and jitter, a 429's ``Retry-After`` is honoured, other 4xx (400, 401, 403, 404,
+  422, ...) are not retried: repeating them cannot help. The judge adds its own retryable failures: malformed
+  response bodies, empty replies and (optionally) unparsable verdicts. Every retry is counted.
 - **Verdicts, never exceptions**: :meth:`judge` returns a :class:`Verdict` whose ``ok`` is False with an
   ``error_kind`` from :data:`ERROR_KINDS` when the judge fails; endpoint faults never raise to the caller, so the
   reward can apply its error policy (:mod:`agentrag_verl.judges.policy`).
@@ -24,7 +24,13 @@ errors as successes):
   endpoint URL is not part of the key: the same model behind another URL hits the cache. Failures are never
   cached. Set ``temperature > 0`` and ``cache=True`` only if a repeated request may reuse one sampled verdict.
 - **In-flight deduplication**: identical requests (same cache key and parser) submitted while one is in flight
-  share its single HTTP call.
+  share its single HTTP call. The first one makes the call in its caller's task (so the first ``max_concurrency``
+  requests of a batch are on the wire before the rest are prepared); if that caller is cancelled, a waiting twin
+  makes the call itself.
+- **CPU per call**: the messages are serialized to JSON once, for the cache key and the request body alike;
+  :meth:`judge_many` looks its requests up in the disk cache 32 at a time, in one query; the aiohttp session keeps
+  no cookies. On a fast local judge the client's CPU per call, not the judge, bounds the
+  throughput (``benchmarks/judge_bench.py``).
 - **Metrics**: :meth:`metrics` returns a flat ``dict[str, float]`` with namespaced keys (``judge/calls``,
   ``judge/cache_hits``, ``judge/retries``, ``judge/failures/timeout``, ``judge/latency_p95_s``,
   ``judge/prompt_tokens``, ...) for ``reward_extra_info`` / verl's tracker.
@@ -32,18 +38,16 @@ errors as successes):
   never logged and appears in no ``repr``. A missing key raises :class:`JudgeConfigError` at construction, an
   unreachable endpoint :class:`JudgeUnavailableError` from :meth:`check` (call it at start-up).
 - **Event loops**: one client is shared by any number of coroutines of one event loop (verl's reward loop runs
-  ``run_single`` coroutines concurrently). The ``openai.AsyncOpenAI`` instance, the semaphore and the in-flight
-  table are created lazily per running loop, because an async HTTP client is bound to the loop it first runs in.
+  ``run_single`` coroutines concurrently). The aiohttp session, the semaphore and the in-flight table are created
+  lazily per running loop, because an async HTTP client is bound to the loop it first runs in.
   Synchronous code without a running loop (e.g. a ``compute_score`` run in an executor thread) uses
   :meth:`judge_many_blocking`, which runs on one persistent background loop owned by the client, never a new loop
   per call.
-- **Wire format**: requests go through the ``openai`` client's documented low-level ``post`` method and the
-  response JSON is read directly (``choices[0].message.content``, ``usage``): ``chat.completions.create`` adds
-  about 0.6 ms of CPU per call (parameter transformation, pydantic models) for fields a judge does not need. The
-  openai client's aiohttp transport is preferred (its httpx pool scans every connection per request). Even so the
-  openai request layer costs ~1 ms of CPU per call on a 2-vCPU host, which caps one event loop near 1k calls/s;
-  ``http_backend="aiohttp-raw"`` sends the identical request with aiohttp directly (~0.25 ms per call) for fast
-  local judges at high concurrency (numbers in benchmarks/judge_bench.py).
+- **Wire format**: one transport, the fastest: ``POST {base_url}/chat/completions`` with an aiohttp session per
+  event loop (:func:`agentrag_verl.http.aiohttp_request`); the response JSON is read directly
+  (``choices[0].message.content``, ``usage``). The ``openai`` client's request layer (pydantic models, httpx or its
+  aiohttp transport) costs several times more CPU per call, which caps one event loop well below the request rate
+  a fast local judge sustains at high concurrency (``benchmarks/judge_bench.py``).
 """
 
 from __future__ import annotations
@@ -57,15 +61,15 @@ import logging
 import os
 import random
 import sqlite3
-import sys
 import threading
 import time
 import weakref
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from agentrag_verl.http import RequestError, RetryPolicy, aiohttp_request, aiohttp_session
 from agentrag_verl.judges.config import JudgeConfig, JudgeConfigError
 
 __all__ = [
@@ -94,10 +98,9 @@ ERROR_KINDS = (
     "unexpected",
 )
 """Values of :attr:`Verdict.error_kind`: ``timeout`` (attempt deadline or HTTP 408), ``rate_limit`` (HTTP 429),
-``server_error`` (HTTP 5xx), ``connection`` (refused/reset; openai's aiohttp transport reports a refused connection
-as a connect timeout), ``malformed_response`` (a body that is not a chat
-completion), ``empty_reply`` (no content), ``parse_error`` (the parser rejected the reply), ``client_error``
-(another HTTP 4xx), ``unexpected`` (any other exception; logged with its traceback)."""
+``server_error`` (HTTP 5xx), ``connection`` (refused, reset, closed mid-answer), ``malformed_response`` (a body
+that is not a chat completion), ``empty_reply`` (no content), ``parse_error`` (the parser rejected the reply),
+``client_error`` (another HTTP 4xx), ``unexpected`` (any other exception; logged with its traceback)."""
 
 RETRYABLE_KINDS = frozenset(ERROR_KINDS) - {"client_error", "unexpected"}
 """Kinds that are retried (``parse_error`` only if ``JudgeConfig.retry_on_parse_error``)."""
@@ -106,6 +109,10 @@ _LATENCY_WINDOW = 100_000
 _CACHE_FILENAME = "judge_cache.sqlite3"
 _DISK_BATCH = 256
 _RESERVED_PARAMS = frozenset({"model", "messages", "stream", "n"})
+_SUBMIT_CHUNK = 32
+"""Requests :meth:`JudgeClient.judge_many` submits per event-loop turn. Submitting a large batch in one turn would
+open every connection of the first wave, then prepare every other request, before the first request is written;
+in small turns the first requests are on the wire at once and the answers that arrive are read between turns."""
 
 
 class JudgeUnavailableError(RuntimeError):
@@ -191,14 +198,26 @@ def cache_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping
     ...     "m", [{"content": "hi", "role": "user"}], {"temperature": 0})
     True
     """
-    payload = json.dumps(
-        {"v": 1, "model": model, "messages": list(messages), "params": dict(params)},
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        default=str,
-    )
+    return _key_of(_canonical(list(messages)), _canonical(model), _canonical(dict(params)))
+
+
+def _canonical(value: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces, UTF-8 text as is, unknown types as ``str``."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _key_of(messages_json: str, model_json: str, params_json: str) -> str:
+    """:func:`cache_key` from the canonical JSON of its parts: the canonical JSON of
+    ``{"v": 1, "model": ..., "messages": ..., "params": ...}`` is assembled, not re-encoded (sorted top-level keys:
+    messages, model, params, v), so the messages are serialized once per request, for the key and the body alike."""
+    payload = f'{{"messages":{messages_json},"model":{model_json},"params":{params_json},"v":1}}'
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _body_of(messages_json: str, model_json: str, params_json: str) -> bytes:
+    """The chat completion request body from the canonical JSON of its parts."""
+    params = "," + params_json[1:-1] if params_json != "{}" else ""
+    return f'{{"model":{model_json},"messages":{messages_json}{params}}}'.encode()
 
 
 def _callable_key(fn: Any) -> str:
@@ -221,14 +240,6 @@ def _percentile(values: Sequence[float], q: float) -> float:
     low = int(pos)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
-class _CallError(Exception):
-    def __init__(self, kind: str, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.retry_after = retry_after
 
 
 class _Metrics:
@@ -305,6 +316,9 @@ class _MemoryCache:
     def __len__(self) -> int:
         return len(self._data)
 
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
 
 class _DiskCache:
     """Reply texts in SQLite (WAL mode), shared safely by threads, processes and successive runs.
@@ -351,6 +365,26 @@ class _DiskCache:
             return None
         return row[0] if row else None
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """The stored replies of ``keys`` (absent keys are left out), in one query."""
+        found: dict[str, str] = {}
+        try:
+            with self._lock:
+                rest = []
+                for key in keys:
+                    pending = self._pending.get(key)
+                    if pending is not None:
+                        found[key] = pending[2]
+                    else:
+                        rest.append(key)
+                if rest:
+                    marks = ",".join("?" * len(rest))
+                    query = f"SELECT key, reply FROM verdicts WHERE key IN ({marks})"
+                    found.update(self._conn.execute(query, rest).fetchall())
+        except sqlite3.Error as exc:
+            self._warn(exc)
+        return found
+
     def put(self, key: str, model: str, reply: str) -> None:
         with self._lock:
             self._pending[key] = (key, model, reply, time.time())
@@ -387,17 +421,14 @@ class _DiskCache:
 
 @dataclass
 class _LoopState:
-    """What is bound to one event loop: the HTTP clients (made on first use), the concurrency limit and the
+    """What is bound to one event loop: the aiohttp session (made on first use), the concurrency limit and the
     in-flight table."""
 
     semaphore: asyncio.Semaphore
     inflight: dict[tuple[str, str], asyncio.Future]
-    openai_client: Any = None
-    session: Any = None  # aiohttp.ClientSession of the ``aiohttp-raw`` backend
+    session: Any = None
 
     async def close(self) -> None:
-        if self.openai_client is not None:
-            await self.openai_client.close()
         if self.session is not None:
             await self.session.close()
 
@@ -424,92 +455,19 @@ class _BackgroundLoop:
             self.loop.close()
 
 
-def _import_openai() -> Any:
-    try:
-        import openai
-    except ImportError as exc:
-        raise ImportError('The LLM judge client needs the openai package: pip install "agentrag-verl[judge]"') from exc
-    return openai
-
-
-def _httpx_limits(openai: Any, max_concurrency: int) -> Any | None:
-    """Connection limits for the httpx backend, so every concurrent request keeps its connection alive."""
-    base = next((c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient"), None)
-    module = sys.modules.get(base.__module__.split(".")[0]) if base is not None else None
-    limits = getattr(module, "Limits", None)
-    if limits is None:
-        return None
-    return limits(max_connections=max(max_concurrency, 100), max_keepalive_connections=max_concurrency)
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds a 429 asks to wait (``retry-after-ms`` or ``retry-after``), if given."""
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-    return None
-
-
-def _headers(exc: Any) -> Any:
-    return getattr(getattr(exc, "response", None), "headers", None)
-
-
-def _classify(openai: Any, exc: BaseException) -> _CallError:
-    """Maps an exception from one attempt to an error kind."""
-    if isinstance(exc, _CallError):
-        return exc
-    message = f"{type(exc).__name__}: {exc}"[:300]
-    if isinstance(exc, asyncio.TimeoutError | openai.APITimeoutError):
-        return _CallError("timeout", message)
-    if isinstance(exc, openai.RateLimitError):
-        return _CallError("rate_limit", message, _retry_after(_headers(exc)))
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        if status >= 500:
-            return _CallError("server_error", message)
-        if status == 408:
-            return _CallError("timeout", message)
-        if status == 429:
-            return _CallError("rate_limit", message, _retry_after(_headers(exc)))
-        return _CallError("client_error", message)
-    if isinstance(exc, openai.APIConnectionError):
-        return _CallError("connection", message)
-    if isinstance(exc, ValueError | openai.APIResponseValidationError):
-        return _CallError("malformed_response", message)
-    logger.warning("Unexpected error from the judge endpoint", exc_info=exc)
-    return _CallError("unexpected", message)
-
-
-def _error_text(body: bytes) -> str:
-    """The ``error.message`` of an OpenAI-style error body, or the start of the body."""
-    try:
-        data = json.loads(body)
-        message = data["error"]["message"] if isinstance(data.get("error"), Mapping) else data.get("message")
-        if isinstance(message, str):
-            return message[:200]
-    except (ValueError, TypeError, AttributeError):
-        pass
-    return body[:200].decode("utf-8", "replace")
-
-
 def _read_completion(body: bytes) -> tuple[str, Mapping[str, Any]]:
     """``(content, usage)`` of a chat completion response body."""
     try:
         data = json.loads(body)
         message = data["choices"][0]["message"]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise _CallError("malformed_response", f"not a chat completion: {type(exc).__name__}: {exc}"[:300]) from exc
+        message = f"not a chat completion: {type(exc).__name__}: {exc}"[:300]
+        raise RequestError("malformed_response", message, retryable=True) from exc
     content = message.get("content") if isinstance(message, Mapping) else None
     if isinstance(content, list):  # content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
     if not isinstance(content, str) or not content.strip():
-        raise _CallError("empty_reply", "the reply has no content")
+        raise RequestError("empty_reply", "the reply has no content", retryable=True)
     usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
     return content, usage
 
@@ -531,39 +489,37 @@ class JudgeClient:
     Raises:
         JudgeConfigError: The API key variable named by ``config.api_key_env`` is unset or empty, or the cache
             directory cannot be opened.
-        ImportError: The ``openai`` package is missing.
+        ImportError: The ``aiohttp`` package is missing.
     """
 
     def __init__(self, config: JudgeConfig) -> None:
         if not isinstance(config, JudgeConfig):
             raise TypeError(f"JudgeClient takes a JudgeConfig, got {type(config).__name__}; use from_config()")
-        self._openai = _import_openai()
+        if importlib.util.find_spec("aiohttp") is None:
+            raise ImportError('The LLM judge client needs aiohttp: pip install "agentrag-verl[judge]"')
         self.config = config
         if config.api_key_env is None:
-            self._api_key = "EMPTY"  # vLLM's placeholder; an endpoint without auth ignores it
+            api_key = "EMPTY"  # vLLM's placeholder; an endpoint without auth ignores it
         else:
-            key = os.environ.get(config.api_key_env, "").strip()
-            if not key:
+            api_key = os.environ.get(config.api_key_env, "").strip()
+            if not api_key:
                 raise JudgeConfigError(
                     f"Judge API key missing: environment variable {config.api_key_env} is not set or empty "
                     f"(judge.api_key_env={config.api_key_env!r}, endpoint {config.base_url}). Export it, or pass "
                     "none (--*-api-key-env none; judge.api_key_env: null in a config) for an endpoint without a key "
                     "(e.g. a local vLLM server)."
                 )
-            self._api_key = key
-        if config.http_backend in ("aiohttp", "aiohttp-raw") and importlib.util.find_spec("aiohttp") is None:
-            raise JudgeConfigError(
-                f'judge.http_backend={config.http_backend} needs aiohttp: pip install "openai[aiohttp]"; '
-                "or set judge.http_backend=auto"
-            )
-        self._params = config.sampling_params()
-        self._raw = config.http_backend == "aiohttp-raw"
-        self._completions_url = config.base_url.rstrip("/") + "/chat/completions"
-        self._raw_headers = {
-            "Authorization": f"Bearer {self._api_key}",
+        self._headers = {
+            "Authorization": f"Bearer {api_key}",
             "Content-Type": "application/json",
             "Accept": "application/json",
         }
+        self._params = config.sampling_params()
+        self._params_json = _canonical(self._params)
+        self._model_json = _canonical(config.model)
+        self._completions_url = config.base_url.rstrip("/") + "/chat/completions"
+        self._models_url = config.base_url.rstrip("/") + "/models"
+        self._retry = RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_max_s)
         use_memory = config.cache and config.cache_max_entries != 0
         self._memory = _MemoryCache(config.cache_max_entries) if use_memory else None
         self._disk = _DiskCache(config.cache_dir) if config.cache and config.cache_dir else None
@@ -602,48 +558,11 @@ class JudgeClient:
                     self._states[loop] = state
         return state
 
-    def _openai_client(self, state: _LoopState) -> Any:
-        if state.openai_client is None:
-            state.openai_client = self._make_openai_client()
-        return state.openai_client
-
-    def _raw_session(self, state: _LoopState) -> Any:
+    def _session(self, state: _LoopState) -> Any:
         if state.session is None:
-            import aiohttp  # presence checked at construction
-
-            connector = aiohttp.TCPConnector(limit=max(self.config.max_concurrency, 100))
-            state.session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=self.config.timeout_s)
-            )
+            cfg = self.config
+            state.session = aiohttp_session(cfg.timeout_s, max(cfg.max_concurrency, 100), self._headers)
         return state.session
-
-    def _make_openai_client(self) -> Any:
-        openai, cfg = self._openai, self.config
-        http_client = None
-        if cfg.http_backend in ("auto", "aiohttp", "aiohttp-raw"):
-            factory = getattr(openai, "DefaultAioHttpClient", None)
-            try:
-                http_client = factory() if factory is not None else None
-            except Exception as exc:  # openai raises when aiohttp is not installed
-                if cfg.http_backend == "aiohttp":
-                    raise JudgeConfigError(
-                        'judge.http_backend=aiohttp needs aiohttp: pip install "openai[aiohttp]"; '
-                        "or set judge.http_backend=httpx"
-                    ) from exc
-            if http_client is None and cfg.http_backend == "aiohttp":
-                raise JudgeConfigError(
-                    "judge.http_backend=aiohttp needs openai>=1.90 with aiohttp; or set judge.http_backend=httpx"
-                )
-        if http_client is None:
-            limits = _httpx_limits(openai, cfg.max_concurrency)
-            http_client = openai.DefaultAsyncHttpxClient(**({"limits": limits} if limits is not None else {}))
-        return openai.AsyncOpenAI(
-            api_key=self._api_key,
-            base_url=cfg.base_url,
-            max_retries=0,
-            timeout=cfg.timeout_s,
-            http_client=http_client,
-        )
 
     # ------------------------------------------------------------------ public async API
 
@@ -662,31 +581,38 @@ class JudgeClient:
         Raises:
             JudgeUnavailableError: With the URL, the cause and the config key to fix.
         """
-        openai, cfg = self._openai, self.config
-        state = self._state()
+        cfg = self.config
+        session = self._session(self._state())
         timeout = timeout_s if timeout_s is not None else cfg.timeout_s
         key_hint = f"${cfg.api_key_env}" if cfg.api_key_env else "none (no API key)"
-        served: list[str] | None
+        served: list[str] | None = None
         try:
-            page = await asyncio.wait_for(self._openai_client(state).models.list(), timeout)
-            served = [m.id for m in page.data]
-        except openai.APIStatusError as exc:
-            if exc.status_code in (401, 403):
+            response = await asyncio.wait_for(aiohttp_request(session, "GET", self._models_url), timeout)
+        except asyncio.TimeoutError:
+            response, error = None, RequestError("timeout", f"no answer within {timeout}s")
+        except RequestError as exc:
+            response, error = None, exc
+        if response is None:
+            if error.status in (401, 403):
                 raise JudgeUnavailableError(
-                    f"Judge endpoint {cfg.base_url} rejected the API key from {key_hint} (HTTP {exc.status_code}); "
+                    f"Judge endpoint {cfg.base_url} rejected the API key from {key_hint} (HTTP {error.status}); "
                     "check the key or judge.api_key_env"
                 ) from None
-            if exc.status_code not in (404, 405):
+            if error.status is None:
                 raise JudgeUnavailableError(
-                    f"Judge endpoint {cfg.base_url} answered HTTP {exc.status_code} to GET /models; "
-                    "check judge.base_url (it must end with the API version, e.g. /v1)"
+                    f"Judge endpoint {cfg.base_url} is unreachable ({error.message}); start the judge server or fix "
+                    "judge.base_url"
                 ) from None
-            served = None
-        except (openai.APIConnectionError, asyncio.TimeoutError) as exc:
-            raise JudgeUnavailableError(
-                f"Judge endpoint {cfg.base_url} is unreachable ({type(exc).__name__}: {exc}); start the judge "
-                "server or fix judge.base_url"
-            ) from None
+            if error.status not in (404, 405):
+                raise JudgeUnavailableError(
+                    f"Judge endpoint {cfg.base_url} answered {error.message} to GET /models; check judge.base_url "
+                    "(it must end with the API version, e.g. /v1)"
+                ) from None
+        else:
+            try:
+                served = [str(m["id"]) for m in response.json()["data"]]
+            except (ValueError, KeyError, TypeError):
+                served = None  # not an OpenAI model list: probe with a completion instead
         if served is not None:
             if cfg.check_model and served and cfg.model not in served:
                 raise JudgeUnavailableError(
@@ -697,16 +623,17 @@ class JudgeClient:
         limit = "max_completion_tokens" if "max_completion_tokens" in self._params else "max_tokens"
         body = {**self._params, "model": cfg.model, "messages": [{"role": "user", "content": "ping"}], limit: 1}
         try:
-            await asyncio.wait_for(self._post(state, body), timeout)
-        except _CallError as exc:
-            if exc.kind != "empty_reply":  # a 1-token reply may legitimately be empty
-                raise JudgeUnavailableError(f"Judge endpoint {cfg.base_url} probe failed: {exc.message}") from None
-        except Exception as exc:
-            error = _classify(openai, exc)
+            await asyncio.wait_for(self._post(session, json.dumps(body).encode()), timeout)
+        except asyncio.TimeoutError:
             raise JudgeUnavailableError(
-                f"Judge endpoint {cfg.base_url} probe failed ({error.kind}: {error.message}); check judge.base_url, "
-                f"judge.model and {key_hint}"
+                f"Judge endpoint {cfg.base_url} probe failed: no reply within {timeout}s; check judge.base_url"
             ) from None
+        except RequestError as exc:
+            if exc.kind != "empty_reply":  # a 1-token reply may legitimately be empty
+                raise JudgeUnavailableError(
+                    f"Judge endpoint {cfg.base_url} probe failed ({exc.kind}: {exc.message}); check judge.base_url, "
+                    f"judge.model and {key_hint}"
+                ) from None
         return {"base_url": cfg.base_url, "model": cfg.model, "models": None}
 
     async def judge(self, request: JudgeRequest[T]) -> Verdict[T]:
@@ -722,14 +649,25 @@ class JudgeClient:
         Raises:
             RuntimeError: The client is closed.
         """
+        return await self._judge(request, self._prepare(request), None)
+
+    def _prepare(self, request: JudgeRequest[Any]) -> tuple[str, str, str]:
+        """``(cache key, messages JSON, params JSON)`` of a request."""
+        params_json = _canonical({**self._params, **request.params}) if request.params else self._params_json
+        messages_json = _canonical(request.messages)
+        return _key_of(messages_json, self._model_json, params_json), messages_json, params_json
+
+    async def _judge(
+        self, request: JudgeRequest[T], prepared: tuple[str, str, str], disk_rows: Mapping[str, str] | None
+    ) -> Verdict[T]:
+        """:meth:`judge` of a prepared request; ``disk_rows`` as in :meth:`_cache_get`."""
         if self._closed:
             raise RuntimeError("JudgeClient is closed")
         start = time.perf_counter()
-        params = {**self._params, **request.params} if request.params else self._params
-        key = cache_key(self.config.model, request.messages, params)
+        key, messages_json, params_json = prepared
         with self._metrics.lock:
             self._metrics.requests += 1
-        cached = self._cache_get(key, request.parser)
+        cached = self._cache_get(key, request.parser, disk_rows)
         if cached is not None:
             raw, value = cached
             with self._metrics.lock:
@@ -739,23 +677,24 @@ class JudgeClient:
 
         state = self._state()
         dedup_key = (key, _callable_key(request.parser))
-        task = state.inflight.get(dedup_key)
-        leader = task is None
-        if task is None:
-            body = {"model": self.config.model, "messages": request.messages, **params}
-            task = asyncio.ensure_future(self._run(state, key, body, request.parser))
-            state.inflight[dedup_key] = task
-            task.add_done_callback(functools.partial(_forget, state.inflight, dedup_key))
-        else:
-            with self._metrics.lock:
-                self._metrics.dedup_hits += 1
-        try:
-            verdict: Verdict[T] = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.cancelled() and not _current_task_cancelling():
-                verdict = Verdict(None, None, False, "unexpected", "the judge call was cancelled")
-            else:
-                raise
+        leader, joined = False, False
+        while True:
+            twin = state.inflight.get(dedup_key)
+            if twin is None:
+                leader = True
+                verdict = await self._lead(state, dedup_key, key, messages_json, params_json, request.parser)
+                break
+            if not joined:
+                joined = True
+                with self._metrics.lock:
+                    self._metrics.dedup_hits += 1
+            try:
+                verdict = await asyncio.shield(twin)
+                break
+            except asyncio.CancelledError:
+                if not twin.cancelled() or _current_task_cancelling():
+                    raise
+                # the identical request this one joined was cancelled, this one was not: make the call itself
         latency = time.perf_counter() - start
         with self._metrics.lock:
             if leader:
@@ -764,7 +703,34 @@ class JudgeClient:
                 self._metrics.ok += 1
             else:
                 self._metrics.failures[verdict.error_kind or "unexpected"] += 1
-        return replace(verdict, latency_s=latency, attempts=verdict.attempts if leader else 0)
+        attempts = verdict.attempts if leader else 0
+        return Verdict(
+            verdict.value, verdict.raw, verdict.ok, verdict.error_kind, verdict.error, False, attempts, latency
+        )
+
+    async def _lead(
+        self,
+        state: _LoopState,
+        dedup_key: tuple[str, str],
+        key: str,
+        messages_json: str,
+        params_json: str,
+        parser: Callable[[str], Any],
+    ) -> Verdict[Any]:
+        """Makes the call in the caller's task (no task of its own: the first ``max_concurrency`` requests of a
+        batch go on the wire before the rest are prepared); identical requests meanwhile await its future."""
+        shared: asyncio.Future[Verdict[Any]] = asyncio.get_running_loop().create_future()
+        state.inflight[dedup_key] = shared
+        try:
+            verdict = await self._run(state, key, _body_of(messages_json, self._model_json, params_json), parser)
+        except BaseException:
+            shared.cancel()  # twins that are not cancelled themselves make the call again
+            raise
+        finally:
+            if state.inflight.get(dedup_key) is shared:
+                del state.inflight[dedup_key]
+        shared.set_result(verdict)
+        return verdict
 
     async def judge_many(self, requests: Iterable[JudgeRequest[Any]]) -> list[Verdict[Any]]:
         """Judges a batch concurrently (bounded by ``max_concurrency``); verdicts come back in request order.
@@ -778,7 +744,28 @@ class JudgeClient:
         Returns:
             One verdict per request, in order. Never raises for endpoint faults.
         """
-        verdicts = list(await asyncio.gather(*(self.judge(r) for r in requests)))
+        requests = list(requests)
+        tasks: list[asyncio.Future[Verdict[Any]]] = []
+        try:
+            for start in range(0, len(requests), _SUBMIT_CHUNK):
+                if start:
+                    await asyncio.sleep(0)  # answers that arrived meanwhile are handled between chunks
+                if self._closed:
+                    raise RuntimeError("JudgeClient is closed")
+                chunk = requests[start : start + _SUBMIT_CHUNK]
+                prepared = [self._prepare(r) for r in chunk]
+                disk_rows = None
+                if self._disk is not None and self.config.cache:  # one query for the chunk, not one per request
+                    memory = self._memory
+                    disk_rows = self._disk.get_many([k for k, _, _ in prepared if memory is None or k not in memory])
+                tasks.extend(
+                    asyncio.ensure_future(self._judge(r, p, disk_rows)) for r, p in zip(chunk, prepared, strict=True)
+                )
+            verdicts = list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
         if self._disk is not None:
             self._disk.flush()
         return verdicts
@@ -900,14 +887,18 @@ class JudgeClient:
 
     # ------------------------------------------------------------------ internals
 
-    def _cache_get(self, key: str, parser: Callable[[str], Any]) -> tuple[str, Any] | None:
-        """``(raw, value)`` from memory or disk, or ``None``; an entry the parser rejects counts as a miss."""
+    def _cache_get(
+        self, key: str, parser: Callable[[str], Any], disk_rows: Mapping[str, str] | None = None
+    ) -> tuple[str, Any] | None:
+        """``(raw, value)`` from memory or disk, or ``None``; an entry the parser rejects counts as a miss.
+
+        ``disk_rows``: the disk cache's rows for a batch, looked up at once; ``None`` looks this key up alone."""
         if not self.config.cache:
             return None
         raw = self._memory.get(key) if self._memory is not None else None
         from_disk = False
         if raw is None and self._disk is not None:
-            raw = self._disk.get(key)
+            raw = disk_rows.get(key) if disk_rows is not None else self._disk.get(key)
             from_disk = raw is not None
         if raw is None:
             return None
@@ -930,115 +921,75 @@ class JudgeClient:
         if self._disk is not None:
             self._disk.put(key, self.config.model, raw)
 
-    async def _post(self, state: _LoopState, body: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
-        if self._raw:
-            return await self._post_raw(state, body)
-        payload = await self._openai_client(state).post("/chat/completions", cast_to=bytes, body=body)
-        return _read_completion(payload)
+    async def _post(self, session: Any, data: bytes) -> tuple[str, Mapping[str, Any]]:
+        """One chat completion: ``(content, usage)``; raises :class:`RequestError` (the judge's kinds)."""
+        response = await aiohttp_request(session, "POST", self._completions_url, data=data)
+        return _read_completion(response.body)
 
-    async def _post_raw(self, state: _LoopState, body: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
-        """The ``aiohttp-raw`` backend: the same POST, statuses mapped as the openai client's errors are."""
-        import aiohttp
+    def _count_retry(self, error: RequestError, retry: int, delay: float) -> None:
+        with self._metrics.lock:
+            self._metrics.retries[error.kind] += 1
+        logger.debug("judge retry %d after %s in %.3fs: %s", retry, error.kind, delay, error.message)
 
-        session = self._raw_session(state)
-        try:
-            async with session.post(self._completions_url, data=json.dumps(body), headers=self._raw_headers) as resp:
-                payload = await resp.read()
-                status, headers = resp.status, resp.headers
-        except asyncio.TimeoutError:
-            raise  # aiohttp's own deadline (= timeout_s): a timeout, not a connection error
-        except aiohttp.ClientError as exc:
-            raise _CallError("connection", f"{type(exc).__name__}: {exc}"[:300]) from exc
-        if 200 <= status < 300:
-            return _read_completion(payload)
-        message = f"HTTP {status}: {_error_text(payload)}"
-        if status == 429:
-            raise _CallError("rate_limit", message, _retry_after(headers))
-        if status == 408:
-            raise _CallError("timeout", message)
-        raise _CallError("server_error" if status >= 500 else "client_error", message)
-
-    def _backoff(self, retry_index: int, retry_after: float | None) -> float:
-        cfg = self.config
-        delay = min(cfg.backoff_max_s, cfg.backoff_base_s * (2.0**retry_index))
-        delay *= 0.5 + 0.5 * self._rng.random()
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, cfg.backoff_max_s))
-        return delay
-
-    async def _run(
-        self, state: _LoopState, key: str, body: Mapping[str, Any], parser: Callable[[str], Any]
-    ) -> Verdict[Any]:
+    async def _run(self, state: _LoopState, key: str, data: bytes, parser: Callable[[str], Any]) -> Verdict[Any]:
         """Calls the endpoint until a verdict parses, a non-retryable error occurs or the retries run out."""
         cfg, metrics = self.config, self._metrics
-        raw: str | None = None
-        error = _CallError("unexpected", "no attempt was made")
+        session = self._session(state)
         attempts = 0
-        for attempt in range(cfg.max_retries + 1):
-            if attempt:
-                delay = self._backoff(attempt - 1, error.retry_after)
-                with metrics.lock:
-                    metrics.retries[error.kind] += 1
-                logger.debug("judge retry %d after %s in %.3fs: %s", attempt, error.kind, delay, error.message)
-                await asyncio.sleep(delay)
+        raw: str | None = None
+
+        async def attempt() -> tuple[str, Any]:
+            nonlocal attempts, raw
             attempts += 1
             async with state.semaphore:
-                with metrics.lock:
-                    metrics.calls += 1
                 started = time.perf_counter()
                 try:
-                    if self._raw:  # aiohttp's own total deadline is timeout_s; wait_for would add a task
-                        reply, usage = await self._post_raw(state, body)
-                    else:
-                        reply, usage = await asyncio.wait_for(self._post(state, body), cfg.timeout_s)
-                except asyncio.CancelledError:
+                    reply, usage = await self._post(session, data)
+                except RequestError as exc:
+                    if exc.kind == "timeout" and exc.status is None:
+                        raise RequestError("timeout", f"no reply within judge.timeout_s={cfg.timeout_s}s") from exc
                     raise
-                except asyncio.TimeoutError:
-                    error = _CallError("timeout", f"no reply within judge.timeout_s={cfg.timeout_s}s")
-                    reply = None
-                except Exception as exc:
-                    error = _classify(self._openai, exc)
-                    reply = None
-                latency = time.perf_counter() - started
+                finally:
+                    latency = time.perf_counter() - started
+                    with metrics.lock:
+                        metrics.calls += 1
+                        metrics.call_latency.append(latency)
+            raw = reply
             with metrics.lock:
-                metrics.call_latency.append(latency)
-            if reply is not None:
-                raw = reply
-                with metrics.lock:
-                    metrics.prompt_tokens += _int(usage.get("prompt_tokens"))
-                    metrics.completion_tokens += _int(usage.get("completion_tokens"))
-                try:
-                    value = parser(reply)
-                except Exception as exc:
-                    error = _CallError("parse_error", f"{type(exc).__name__}: {exc}"[:300])
-                    if not cfg.retry_on_parse_error:
-                        break
-                    continue
-                self._cache_put(key, reply)
-                return Verdict(value, reply, True, attempts=attempts)
-            if error.kind not in RETRYABLE_KINDS:
-                break
-        self._log_failure(error)
-        return Verdict(None, raw, False, error.kind, error.message, attempts=attempts)
+                metrics.prompt_tokens += _int(usage.get("prompt_tokens"))
+                metrics.completion_tokens += _int(usage.get("completion_tokens"))
+            try:
+                return reply, parser(reply)
+            except Exception as exc:
+                message = f"{type(exc).__name__}: {exc}"[:300]
+                raise RequestError("parse_error", message, retryable=cfg.retry_on_parse_error) from exc
 
-    def _log_failure(self, error: _CallError) -> None:
-        if error.kind in self._warned_kinds:
-            logger.debug("judge request failed (%s): %s", error.kind, error.message)
+        try:
+            reply, value = await self._retry.call(attempt, on_retry=self._count_retry, rng=self._rng)
+        except RequestError as error:
+            self._log_failure(error.kind, error.message)
+            return Verdict(None, raw, False, error.kind, error.message, attempts=attempts)
+        except Exception as exc:  # a bug or an unforeseen transport error: fail this verdict, keep the batch
+            logger.warning("Unexpected error from the judge endpoint", exc_info=exc)
+            message = f"{type(exc).__name__}: {exc}"[:300]
+            self._log_failure("unexpected", message)
+            return Verdict(None, raw, False, "unexpected", message, attempts=attempts)
+        self._cache_put(key, reply)
+        return Verdict(value, reply, True, attempts=attempts)
+
+    def _log_failure(self, kind: str, message: str) -> None:
+        if kind in self._warned_kinds:
+            logger.debug("judge request failed (%s): %s", kind, message)
             return
-        self._warned_kinds.add(error.kind)
+        self._warned_kinds.add(kind)
         logger.warning(
             "Judge request to %s failed (%s): %s. Further %s failures are logged at DEBUG; see the judge/failures/* "
             "metrics.",
             self.config.base_url,
-            error.kind,
-            error.message,
-            error.kind,
+            kind,
+            message,
+            kind,
         )
-
-
-def _forget(inflight: dict[tuple[str, str], asyncio.Future], key: tuple[str, str], task: asyncio.Future) -> None:
-    if inflight.get(key) is task:
-        del inflight[key]
 
 
 def _current_task_cancelling() -> bool:

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from agentrag_verl.options import from_mapping
 
-__all__ = ["JudgeConfig", "JudgeConfigError", "HTTP_BACKENDS"]
+__all__ = ["JudgeConfig", "JudgeConfigError"]
 
-HTTP_BACKENDS = ("auto", "aiohttp", "httpx", "aiohttp-raw")
-"""Valid values of :attr:`JudgeConfig.http_backend`."""
+_REMOVED_OPTIONS = {
+    "http_backend": "judge.http_backend was removed: the judge has one transport since 0.1.0 (aiohttp, the fastest of "
+    "the four it offered); delete the key",
+}
+"""Options of earlier versions: :meth:`JudgeConfig.from_config` names them and says what to do instead."""
 
 
 class JudgeConfigError(ValueError):
@@ -97,14 +100,6 @@ class JudgeConfig:
     """Directory of a persistent cache (SQLite file ``judge_cache.sqlite3``) shared by runs, evals and processes;
     ``None`` keeps the cache in memory only."""
 
-    http_backend: Literal["auto", "aiohttp", "httpx", "aiohttp-raw"] = "auto"
-    """How chat completions are sent. Through the ``openai`` client with its ``aiohttp`` transport
-    (``pip install "openai[aiohttp]"``; much less CPU per request than httpx at high concurrency), its default
-    ``httpx`` transport, or ``auto`` (aiohttp if installed, else httpx). ``aiohttp-raw`` posts the same request
-    with an aiohttp session directly, bypassing the openai request layer: about 4x less client CPU per call
-    (~0.25 vs ~1 ms on a 2-vCPU host), which matters only for fast local judges at high concurrency (see
-    benchmarks/judge_bench.py); :meth:`JudgeClient.check` still uses the openai client."""
-
     check_model: bool = True
     """At start-up (:meth:`JudgeClient.check`), fail if the endpoint's ``GET /models`` list lacks :attr:`model`."""
 
@@ -130,8 +125,6 @@ class JudgeConfig:
             raise bad("backoff_base_s/backoff_max_s", (self.backoff_base_s, self.backoff_max_s), "expected >= 0")
         if self.cache_max_entries is not None and self.cache_max_entries < 0:
             raise bad("cache_max_entries", self.cache_max_entries, "expected an integer >= 0 or null")
-        if self.http_backend not in HTTP_BACKENDS:
-            raise bad("http_backend", self.http_backend, f"choose one of {list(HTTP_BACKENDS)}")
         if not isinstance(self.extra_params, Mapping):
             raise bad("extra_params", self.extra_params, "expected a mapping of request-body fields")
         reserved = {"model", "messages", "stream", "n"} & set(self.extra_params)
@@ -168,12 +161,15 @@ class JudgeConfig:
             The config.
 
         Raises:
-            JudgeConfigError: On an unknown key (the message lists the valid ones) or an invalid value.
+            JudgeConfigError: On an unknown key (the message lists the valid ones), a removed key (the message says
+                what replaced it) or an invalid value.
 
         >>> JudgeConfig.from_config({"model": "judge", "api_key_env": None}, max_concurrency=8).max_concurrency
         8
         """
-        return from_mapping(cls, config, what="judge option", overrides=overrides, error=JudgeConfigError)
+        return from_mapping(
+            cls, config, what="judge option", overrides=overrides, removed=_REMOVED_OPTIONS, error=JudgeConfigError
+        )
 
 
 def _is_int(value: Any) -> bool:

@@ -7,21 +7,23 @@ Request: ``POST {url}`` with ``{"queries": [str], "topk": int, "return_scores": 
 document instead of the ``{"document", "score"}`` wrapper is accepted too).
 
 One :class:`httpx.AsyncClient` (one connection pool) is shared per event loop and URL
-(:func:`get_retriever_client`), because verl builds a new agent loop object for every sample. Connection errors,
-timeouts and 5xx answers are retried with exponential backoff; 4xx answers are not (the request itself is
-wrong). After the last attempt a :class:`RetrievalError` is raised; the agent loops turn it into an observation.
+(:func:`get_retriever_client`), because verl builds a new agent loop object for every sample. Failures follow the
+package's one retry policy (:mod:`agentrag_verl.http`): connection errors, timeouts, HTTP 408, 429 and 5xx answers
+are retried with exponential backoff; other 4xx answers are not (the request itself is wrong). After the last
+attempt a :class:`RetrievalError` is raised; the agent loops turn it into an observation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from agentrag_verl.http import RequestError, Response, RetryPolicy, httpx_client, httpx_request
 
 __all__ = ["RetrieverConfig", "RetrievalError", "RetrieverClient", "get_retriever_client", "doc_id"]
 
@@ -38,8 +40,9 @@ class RetrieverConfig:
         url: Full URL of the ``/retrieve`` endpoint.
         topk: Passages per query (3 in HiPRAG, Search-P1, AutoSearch, ReasonRAG; 5 in the multi-stage paper).
         timeout_s: Timeout of one HTTP attempt, seconds (connect + read).
-        max_retries: Retries after the first attempt on connection errors, timeouts and 5xx answers.
-        backoff_s: First backoff delay; attempt ``i`` waits ``backoff_s * 2**i`` (plus up to 10% jitter).
+        max_retries: Retries after the first attempt on connection errors, timeouts, HTTP 408, 429 and 5xx answers.
+        backoff_s: First backoff delay; retry ``i`` (0-based) waits ``backoff_s * 2**i`` plus up to 25% jitter, at
+            most 30 s (:class:`agentrag_verl.http.RetryPolicy`).
         max_connections: Size of the shared connection pool.
     """
 
@@ -61,7 +64,7 @@ class RetrieverConfig:
 
 class RetrievalError(RuntimeError):
     """The retriever could not answer (after retries). ``kind`` is ``"timeout"``, ``"connection"``,
-    ``"http_4xx"``, ``"http_5xx"`` or ``"bad_response"``."""
+    ``"http_4xx"`` (429 included), ``"http_5xx"`` or ``"bad_response"``."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -86,8 +89,8 @@ class RetrieverClient:
 
     def __init__(self, config: RetrieverConfig, http: httpx.AsyncClient | None = None) -> None:
         self.config = config
-        limits = httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections)
-        self._http = http or httpx.AsyncClient(timeout=httpx.Timeout(config.timeout_s), limits=limits)
+        self._http = http or httpx_client(config.timeout_s, config.max_connections)
+        self._retry = RetryPolicy(config.max_retries, config.backoff_s)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def aclose(self) -> None:
@@ -109,42 +112,34 @@ class RetrieverClient:
             RetrievalError: After the last retry, or at once on a 4xx answer or an unparsable body.
         """
         payload = {"queries": list(queries), "topk": int(topk or self.config.topk), "return_scores": True}
-        attempts = self.config.max_retries + 1
-        last: RetrievalError | None = None
-        for attempt in range(attempts):
-            try:
-                response = await self._http.post(self.config.url, json=payload)
-            except httpx.TimeoutException as e:
-                last = RetrievalError(
-                    "timeout",
-                    f"retriever at {self.config.url} timed out after {self.config.timeout_s:g}s ({type(e).__name__})",
-                )
-            except httpx.TransportError as e:
-                last = RetrievalError("connection", f"cannot reach retriever at {self.config.url}: {e!r}")
-            else:
-                if response.status_code >= 500:
-                    last = RetrievalError(
-                        "http_5xx", f"retriever answered HTTP {response.status_code}: {response.text[:200]}"
-                    )
-                elif response.status_code >= 400:
-                    raise RetrievalError(
-                        "http_4xx",
-                        f"retriever rejected the request with HTTP {response.status_code}: {response.text[:200]}",
-                    )
-                else:
-                    return _parse_result(response, len(payload["queries"]))
-            if attempt + 1 < attempts:
-                delay = self.config.backoff_s * 2**attempt
-                delay += random.uniform(0, 0.1 * delay)
-                logger.warning(
-                    "retrieval attempt %d/%d failed (%s); retrying in %.2fs", attempt + 1, attempts, last, delay
-                )
-                await asyncio.sleep(delay)
-        assert last is not None
-        raise last
+        url = self.config.url
+        try:
+            response = await self._retry.call(
+                lambda: httpx_request(self._http, "POST", url, json=payload), on_retry=self._log_retry
+            )
+        except RequestError as e:
+            raise self._error(e) from None
+        return _parse_result(response, len(payload["queries"]))
+
+    def _log_retry(self, error: RequestError, retry: int, delay: float) -> None:
+        logger.warning("%s; retrying in %.2fs", self._error(error), delay)
+
+    def _error(self, error: RequestError) -> RetrievalError:
+        url, attempts = self.config.url, f" (attempt {error.attempts} of {self.config.max_retries + 1})"
+        if error.status is None and error.kind == "timeout":
+            return RetrievalError(
+                "timeout", f"retriever at {url} timed out after {self.config.timeout_s:g}s{attempts}: {error.message}"
+            )
+        if error.status is None:
+            return RetrievalError(
+                "connection", f"cannot reach retriever at {url}{attempts}: {error.message}; is the server up?"
+            )
+        if error.status >= 500:
+            return RetrievalError("http_5xx", f"retriever at {url} answered {error.message}{attempts}")
+        return RetrievalError("http_4xx", f"retriever at {url} rejected the request with {error.message}{attempts}")
 
 
-def _parse_result(response: httpx.Response, num_queries: int) -> list[list[dict[str, Any]]]:
+def _parse_result(response: Response, num_queries: int) -> list[list[dict[str, Any]]]:
     try:
         result = response.json()["result"]
     except (ValueError, KeyError, TypeError) as e:

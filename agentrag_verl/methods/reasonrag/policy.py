@@ -14,8 +14,9 @@ closing tag whose opening tag is still open), so the text parses like the agent 
 Every call carries a ``seed`` chosen by the caller (the MCTS derives it from the question id and the node), so a
 server that honours seeds (vLLM) reproduces a tree, and sibling expansions of one node are different samples.
 
-Timeouts, connection errors, HTTP 429 and 5xx are retried with exponential backoff; other 4xx fail at once
-(:class:`PolicyError` names the endpoint and what to fix). The API key is read from the environment variable named
+Failures follow the package's retry policy (:mod:`agentrag_verl.http`): timeouts, connection errors, HTTP 408, 429
+and 5xx are retried with exponential backoff; other 4xx fail at once (:class:`PolicyError` names the endpoint and
+what to fix). The API key is read from the environment variable named
 by ``api_key_env`` and never logged.
 """
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -32,6 +32,7 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from agentrag_verl.agent_loops.openai_client import _dropped_stop, cut_at_stop
+from agentrag_verl.http import RequestError, Response, RetryPolicy, httpx_client, httpx_request
 
 __all__ = ["Policy", "PolicyConfig", "PolicyClient", "PolicyError"]
 
@@ -99,10 +100,10 @@ class PolicyConfig:
     """Deadline of one HTTP attempt."""
 
     max_retries: int = 4
-    """Retries after the first attempt on timeouts, connection errors, HTTP 429 and 5xx."""
+    """Retries after the first attempt on timeouts, connection errors, HTTP 408, 429 and 5xx."""
 
     backoff_s: float = 1.0
-    """First backoff delay; retry ``i`` waits ``backoff_s * 2**i`` (x0.5-1 jitter), at most 30 s."""
+    """First backoff delay; retry ``i`` (0-based) waits ``backoff_s * 2**i`` plus up to 25% jitter, at most 30 s."""
 
     def __post_init__(self) -> None:
         if isinstance(self.api_key_env, str) and self.api_key_env.strip().lower() in ("none", "null", ""):
@@ -156,6 +157,7 @@ class PolicyClient:
         self._http = http
         self._own_http = http is None
         self._semaphore: asyncio.Semaphore | None = None
+        self._retry = RetryPolicy(config.max_retries, config.backoff_s, backoff_max_s=30.0)
         self._tokenizer: Any = None
         path = "/chat/completions" if config.api == "chat" else "/completions"
         self.url = config.base_url.rstrip("/") + path
@@ -174,10 +176,7 @@ class PolicyClient:
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
-            limits = httpx.Limits(max_connections=self.config.max_concurrency)
-            self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.config.timeout_s), headers=self._headers, limits=limits
-            )
+            self._http = httpx_client(self.config.timeout_s, self.config.max_concurrency, self._headers)
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
         return self._http
@@ -223,42 +222,38 @@ class PolicyClient:
             PolicyError: After the retries, on a non-retryable 4xx, or on a body that is not a completion.
         """
         http = self._client()
-        assert self._semaphore is not None
+        semaphore = self._semaphore
+        assert semaphore is not None
         body = self.request_body(messages, stop, seed)
         c = self.config
-        error = ""
-        for attempt in range(c.max_retries + 1):
-            if attempt:
-                self.retries += 1
-                delay = min(30.0, c.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-                logger.warning("policy call failed (%s); retry %d/%d in %.1fs", error, attempt, c.max_retries, delay)
-                await asyncio.sleep(delay)
-            try:
-                async with self._semaphore:
-                    self.calls += 1
-                    response = await http.post(self.url, json=body)
-            except httpx.TimeoutException:
-                error = f"timeout after {c.timeout_s:g}s"
-                continue
-            except httpx.TransportError as exc:
-                error = f"connection error: {type(exc).__name__}: {exc}"
-                continue
-            if response.status_code == 429 or response.status_code >= 500:
-                error = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.status_code >= 400:
+
+        async def attempt() -> Response:
+            async with semaphore:
+                self.calls += 1
+                return await httpx_request(http, "POST", self.url, json=body)
+
+        try:
+            response = await self._retry.call(attempt, on_retry=self._log_retry)
+        except RequestError as e:
+            if e.kind == "client_error":
                 raise PolicyError(
-                    f"Policy endpoint {self.url} rejected the request with HTTP {response.status_code}: "
-                    f"{response.text[:300]}. Check policy.model={c.model!r}, policy.api={c.api!r} and the key in "
-                    f"{c.api_key_env or 'no key'}."
-                )
-            return self._read(response, stop)
-        raise PolicyError(
-            f"Policy endpoint {self.url} failed after {c.max_retries + 1} attempts ({error}). Check that the server "
-            f"is up and serves model {c.model!r}, or raise policy.timeout_s / policy.max_retries."
+                    f"Policy endpoint {self.url} rejected the request with {e.message}. Check policy.model="
+                    f"{c.model!r}, policy.api={c.api!r} and the key in {c.api_key_env or 'no key'}."
+                ) from None
+            error = f"timeout after {c.timeout_s:g}s" if e.kind == "timeout" and e.status is None else e.message
+            raise PolicyError(
+                f"Policy endpoint {self.url} failed after {e.attempts} attempts ({error}). Check that the server "
+                f"is up and serves model {c.model!r}, or raise policy.timeout_s / policy.max_retries."
+            ) from None
+        return self._read(response, stop)
+
+    def _log_retry(self, error: RequestError, retry: int, delay: float) -> None:
+        self.retries += 1
+        logger.warning(
+            "policy call failed (%s); retry %d/%d in %.1fs", error.message, retry, self.config.max_retries, delay
         )
 
-    def _read(self, response: httpx.Response, stop: Sequence[str]) -> str:
+    def _read(self, response: Response, stop: Sequence[str]) -> str:
         try:
             choice = response.json()["choices"][0]
             text = choice["message"]["content"] if self.config.api == "chat" else choice["text"]
