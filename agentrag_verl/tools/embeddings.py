@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol
+
+from agentrag_verl.http import RetryPolicy, httpx_client, httpx_request
 
 __all__ = ["Embedder", "EmbeddingClient", "EMBEDDING_KINDS"]
 
@@ -33,7 +35,8 @@ class EmbeddingClient:
         kind: ``retriever`` or ``openai``.
         model: The embedding model name (``openai`` only).
         api_key_env: Environment variable holding a bearer token (read at call time, never logged).
-        timeout_s: Total timeout of one call.
+        timeout_s: Deadline of one attempt.
+        max_retries: Retries of a failed call under the package's retry policy (:mod:`agentrag_verl.http`).
     """
 
     url: str
@@ -41,6 +44,7 @@ class EmbeddingClient:
     model: str = ""
     api_key_env: str | None = None
     timeout_s: float = 30.0
+    max_retries: int = 2
 
     def __post_init__(self) -> None:
         if not self.url:
@@ -56,12 +60,13 @@ class EmbeddingClient:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> EmbeddingClient:
-        """From ``{"kind", "url", "model", "api_key_env", "timeout_s"}`` (``reward.reward_kwargs.embedding``).
+        """From ``{"kind", "url", "model", "api_key_env", "timeout_s", "max_retries"}``
+        (``reward.reward_kwargs.embedding``).
 
         >>> EmbeddingClient.from_config({"url": "http://127.0.0.1:8000"}).kind
         'retriever'
         """
-        known = {"kind", "url", "model", "api_key_env", "timeout_s"}
+        known = {f.name for f in fields(cls)}
         unknown = sorted(set(config) - known)
         if unknown:
             raise ValueError(f"Unknown embedding option(s) {unknown}; choose from {sorted(known)}.")
@@ -71,24 +76,21 @@ class EmbeddingClient:
         """One vector per query, in order.
 
         Raises:
-            aiohttp.ClientError: The endpoint is unreachable or answers with an error status.
+            agentrag_verl.http.RequestError: The endpoint stayed unreachable or answered with an error status after
+                the retries.
         """
-        import aiohttp
-
         headers = {}
         token = os.environ.get(self.api_key_env) if self.api_key_env else None
         if token:
             headers["Authorization"] = f"Bearer {token}"
         root = self.url.rstrip("/")
         if self.kind == "retriever":
-            path, body = "/encode", {"queries": list(queries), "kind": "query"}
+            url, body = root + "/encode", {"queries": list(queries), "kind": "query"}
         else:
-            path, body = "/embeddings", {"input": list(queries), "model": self.model}
-        timeout = aiohttp.ClientTimeout(total=float(self.timeout_s))
-        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-            async with session.post(root + path, json=body) as response:
-                response.raise_for_status()
-                data = await response.json()
+            url, body = root + "/embeddings", {"input": list(queries), "model": self.model}
+        policy = RetryPolicy(max_retries=self.max_retries)
+        async with httpx_client(self.timeout_s, max_connections=1, headers=headers) as client:
+            data = (await policy.call(lambda: httpx_request(client, "POST", url, json=body))).json()
         if self.kind == "retriever":
             return data["embeddings"]
         return [d["embedding"] for d in sorted(data["data"], key=lambda d: d.get("index", 0))]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-import aiohttp
 import pytest
 
+from agentrag_verl.http import RequestError
 from agentrag_verl.tools.embeddings import EmbeddingClient
 
 
@@ -24,10 +24,11 @@ async def test_embeds_one_unit_vector_per_query_in_order(retriever_service):
     assert vectors[0] != pytest.approx(vectors[1])
 
 
-async def test_unreachable_endpoint_raises_a_client_error():
-    client = EmbeddingClient(url="http://127.0.0.1:9", timeout_s=2)  # port 9 (discard) is closed here
-    with pytest.raises(aiohttp.ClientError):
+async def test_unreachable_endpoint_raises_after_the_retries():
+    client = EmbeddingClient(url="http://127.0.0.1:9", timeout_s=2, max_retries=1)  # port 9 (discard) is closed here
+    with pytest.raises(RequestError) as info:
         await client.embed(["q"])
+    assert info.value.attempts == 2 and info.value.kind == "connection"
 
 
 def test_config_errors_name_the_key_and_the_choices():
