@@ -48,9 +48,10 @@ async def test_5xx_retried_with_exponential_backoff():
 
     hits = await mock_client(handler, max_retries=3, backoff_s=0.05).search(["q"])
     assert hits[0][0]["score"] == 1.0 and len(times) == 3
-    # Delays 0.05 then 0.1 (+ <=10% jitter): the second wait is about twice the first.
+    # Delays 0.05 then 0.1 (+ up to 25% jitter, agentrag_verl.http): sleeps never end early, so the lower bounds are
+    # exact; the upper bounds only catch a wrong policy (a 0.5 s base), not a busy machine's scheduling delay.
     first, second = times[1] - times[0], times[2] - times[1]
-    assert 0.05 <= first < 0.09 and 0.1 <= second < 0.16
+    assert 0.05 <= first < 0.4 and 0.1 <= second < 0.5
 
 
 async def test_4xx_not_retried_and_exhaustion_raises():
