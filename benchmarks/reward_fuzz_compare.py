@@ -66,8 +66,11 @@ class FakeJudge:
         text = " ".join(str(m.get("content", "")) for m in request.messages)
         h = _h(text)
         parser = getattr(request.parser, "__name__", "")
-        if parser == "parse_evaluation":  # Search-P1 Figure 9
-            from agentrag_verl.methods.searchp1.judge import SearchP1Evaluation
+        if parser in ("parse_evaluation", "parse_searchp1_evaluation"):  # Search-P1 Figure 9 (0.1 / earlier name)
+            if parser == "parse_evaluation":
+                from agentrag_verl.methods.searchp1.judge import SearchP1Evaluation
+            else:  # the layout before methods/ (compare against an older checkout)
+                from agentrag_verl.judges import SearchP1Evaluation
 
             value = SearchP1Evaluation(
                 [0.2, 0.6, 1.0, 1.2][h % 4], 1 + h % 3, h % 3, (h >> 3) % 3, [0.0, 0.5, 1.0][(h >> 5) % 3], 0.5
@@ -273,7 +276,15 @@ def _round(value: Any) -> Any:
 async def score_all(embedding_url: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
-    from agentrag_verl.registry import reward_manager_class
+    from agentrag_verl.rewards import managers
+
+    if hasattr(managers, "MANAGERS"):  # the layout before methods/ (compare against an older checkout)
+
+        def reward_manager_class(name: str) -> Any:
+            return managers.MANAGERS[name]
+
+    else:
+        from agentrag_verl.registry import reward_manager_class
 
     kwargs = {
         "multistage": {"embedding": {"kind": "retriever", "url": embedding_url}},
