@@ -2,7 +2,8 @@
 
 - a method's equations (``agentrag_verl/methods/<paper>/reward.py``) import no verl, torch, ray or HTTP client;
 - no shared module (anything in ``agentrag_verl`` outside ``methods/``) imports a method;
-- ``agentrag_verl`` and ``retriever_server`` import each other only in test fixtures (``agentrag_verl/testing``);
+- ``agentrag_verl`` and ``retriever_server`` import each other only in test fixtures (``agentrag_verl/testing``): the
+  retriever is a service deployable on its own, and the trainer talks to it over HTTP only;
 - no production module imports ``agentrag_verl.testing``.
 
 Every ``import`` statement of a module counts, at top level or inside a function: a lazy import is still a
