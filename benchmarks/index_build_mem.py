@@ -46,7 +46,7 @@ MIB = 1 << 20
 
 
 def make_corpus(path: Path, n: int, words: int = 100, seed: int = 0) -> None:
-    from agentrag_verl.testing import Passage, write_corpus
+    from agentrag_verl.data.corpus import Passage, write_corpus
 
     rng = random.Random(seed)
     write_corpus((Passage(str(i), f"Passage {i}", " ".join(rng.choices(WORDS, k=words))) for i in range(n)), path)

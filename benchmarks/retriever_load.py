@@ -89,7 +89,7 @@ def synthetic_index(out: Path, passages: int, model: str, seed: int = 0) -> Path
     """An index directory with generated passages, random unit embeddings and a Flat index (see module docstring)."""
     import numpy as np
 
-    from agentrag_verl.testing import Passage, write_corpus
+    from agentrag_verl.data.corpus import Passage, write_corpus
     from retriever_server.build import CORPUS_DIR, EMBEDDINGS_FILE, INDEX_FILE, META_FILE
     from retriever_server.corpus_store import convert_corpus
     from retriever_server.encoders import Encoder, EncoderConfig
