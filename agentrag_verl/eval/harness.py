@@ -372,6 +372,8 @@ async def evaluate(
             await runner.aclose()
         if judge is not None:
             await judge.aclose()
+        if scorer is not None:
+            await scorer.aclose()
 
     order = list(datasets)
     summary: dict[str, Any] = {"formats": {}, "datasets": order, "wall_s": round(time.perf_counter() - t0, 1)}

@@ -152,6 +152,11 @@ class RewardScorer:
             out[design] = info
         return out
 
+    async def aclose(self) -> None:
+        """Close the managers' judge clients."""
+        for manager in self.managers.values():
+            await manager.aclose()
+
     def judge_metrics(self) -> dict[str, float]:
         """``judge/<design>/<judge>/...`` counters of the managers' judge clients."""
         out: dict[str, float] = {}

@@ -63,3 +63,13 @@ async def test_through_verls_reward_loop(make_scorer):
     # verl builds the manager in its reward-loop worker from the composed trainer config: the typo fails right there
     with pytest.raises(ValueError, match=r"reward\.reward_kwargs\.judge_error_policy='exclud'"):
         make_scorer(["reward.reward_manager.name=hiprag", "+reward.reward_kwargs.judge_error_policy=exclud"])
+
+
+async def test_aclose_closes_the_judge_clients_and_keeps_their_metrics(fake_openai_server):
+    judge = {"base_url": fake_openai_server.base_url, "model": "fake-model", "api_key_env": None, "max_retries": 0}
+    manager = build("hiprag", over_search_judge=judge)
+    client = await manager.judge("over_search_judge", judge)
+    assert not client._closed
+    await manager.aclose()
+    assert client._closed  # its HTTP session and background loop are shut
+    assert "judge/over_search_judge/requests" in manager.judge_metrics()

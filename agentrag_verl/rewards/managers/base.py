@@ -120,6 +120,12 @@ class AgentRagRewardManager(RewardManagerBase):
                 f"failed its start-up check: {exc}. Fix reward.reward_kwargs.{name} (base_url, model, api_key_env)."
             ) from exc
 
+    async def aclose(self) -> None:
+        """Close the judge clients' HTTP sessions (their metrics stay readable). A verl worker keeps its manager for
+        the whole run; code that builds managers for a while (the evaluation) closes them when it is done."""
+        for client in self._judges.values():
+            await client.aclose()
+
     def judge_metrics(self) -> dict[str, float]:
         """Cumulative metrics of every judge client, namespaced ``judge/<name>/...``."""
         out: dict[str, float] = {}
