@@ -7,10 +7,10 @@ imports verl and torch) is loaded only when it is asked for.
 
 Discovery (:func:`load_methods`, called by the first lookup of an unknown name) imports
 
-1. the packages named by the ``agentrag_verl.methods`` entry-point group (this package declares its six methods in
-   ``pyproject.toml``; a third-party package declares its own the same way), then
-2. any package under ``agentrag_verl/methods/`` that the entry points did not name (a source checkout that was
-   never installed has no entry points).
+1. the packages under ``agentrag_verl/methods/``, in the order of ``agentrag_verl.methods.__all__`` (a source
+   checkout that was never installed has no entry points), then
+2. the packages named by the ``agentrag_verl.methods`` entry-point group (this package declares its six methods in
+   ``pyproject.toml``; a third-party package declares its own the same way).
 
 A method's name is its entry-point name, or its folder name under ``agentrag_verl/methods/``. The shared machinery
 reaches a method's other modules by that name (:func:`method_module`), never by importing it: the evaluation finds
@@ -76,7 +76,8 @@ def load_methods() -> None:
     _loaded = True
     builtin = importlib.import_module(_BUILTIN_PACKAGE)
     folders = [m.name for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
-    ordered = [n for n in getattr(builtin, "__all__", ()) if n in folders] + sorted(set(folders) - set(builtin.__all__))
+    listed = list(getattr(builtin, "__all__", ()))
+    ordered = [n for n in listed if n in folders] + sorted(set(folders) - set(listed))
     packages = [(name, f"{_BUILTIN_PACKAGE}.{name}") for name in ordered]
     try:
         from importlib.metadata import entry_points
