@@ -1,0 +1,50 @@
+"""Method discovery (agentrag_verl.registry): every built-in method is found without the shared layer importing it,
+listings follow method order whatever was imported first, and bad names fail naming the valid ones."""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+
+import pytest
+
+from agentrag_verl import registry
+
+
+def test_module_examples():
+    result = doctest.testmod(registry)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_listings_do_not_depend_on_which_method_was_imported_first():
+    # A fresh process that imports a HiPRAG module first: HiPRAG registers its grammar and manager before the others.
+    code = (
+        "import agentrag_verl.methods.hiprag.reward\n"
+        "from agentrag_verl.registry import reward_manager_names, method_names\n"
+        "from agentrag_verl.formats import available_formats\n"
+        "print(reward_manager_names(), available_formats(), method_names()[:6])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == (
+        "['searchr1', 'hiprag', 'multistage', 'searchp1', 'autosearch'] "
+        "['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1'] "
+        "['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1', 'autosearch']"
+    )
+
+
+def test_unknown_names_fail_naming_the_choices():
+    with pytest.raises(ValueError, match=r"Unknown reward manager 'hipragg'; choose one of \['searchr1', 'hiprag'"):
+        registry.reward_manager_target("hipragg")
+    with pytest.raises(ValueError, match=r"Unknown method 'autoserch'.*'autosearch'"):
+        registry.method_module("autoserch", "parts")
+
+
+def test_a_name_keeps_its_first_target():
+    target = registry.reward_manager_target("hiprag")
+    registry.register_reward_manager("HiPRAG", target)  # the same declaration again is fine
+    with pytest.raises(ValueError, match="already declared"):
+        registry.register_reward_manager("hiprag", "my_pkg.manager:Other")
+    with pytest.raises(ValueError, match="module:ClassName"):
+        registry.register_reward_manager("mine", "my_pkg.manager.Other")
+    assert registry.reward_manager_target("hiprag") == target
