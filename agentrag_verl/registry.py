@@ -107,7 +107,7 @@ def reward_manager_target(name: str) -> str:
     key = str(name).strip().lower()
     if key not in _MANAGERS:
         raise ValueError(
-            f"Unknown reward manager {name!r}; choose one of {list(_MANAGERS)} "
+            f"Unknown reward manager {name!r}; choose one of {reward_manager_names()} "
             f"(set reward.reward_manager.name), or declare yours with register_reward_manager()."
         )
     return _MANAGERS[key]

@@ -1,5 +1,6 @@
 """Method discovery (agentrag_verl.registry): every built-in method is found without the shared layer importing it,
-listings follow method order whatever was imported first, and bad names fail naming the valid ones."""
+listings (and errors naming the choices) follow method order whatever was imported first, and bad names fail naming
+the valid ones."""
 
 from __future__ import annotations
 
@@ -23,13 +24,16 @@ def test_listings_do_not_depend_on_which_method_was_imported_first():
         "import agentrag_verl.methods.hiprag.reward\n"
         "from agentrag_verl.registry import reward_manager_names, method_names\n"
         "from agentrag_verl.formats import available_formats\n"
+        "from agentrag_verl.registry import reward_manager_target\n"
         "print(reward_manager_names(), available_formats(), method_names()[:6])\n"
+        "try:\n    reward_manager_target('hipragg')\nexcept ValueError as e:\n    print(str(e).split(' (')[0])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == (
         "['searchr1', 'hiprag', 'multistage', 'searchp1', 'autosearch'] "
         "['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1'] "
-        "['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1', 'autosearch']"
+        "['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1', 'autosearch']\n"
+        "Unknown reward manager 'hipragg'; choose one of ['searchr1', 'hiprag', 'multistage', 'searchp1', 'autosearch']"
     )
 
 
