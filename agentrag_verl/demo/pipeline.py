@@ -39,6 +39,7 @@ __all__ = [
     "start_services",
     "stage_metrics",
     "eval_stage",
+    "demo_questions",
     "demos_stage",
     "sft_stage",
     "grpo_stage",
@@ -76,6 +77,9 @@ class PipelineSettings:
     """HiPRAG over-search re-answers: token cap."""
     train_limit: int | None = None
     """Training questions per set used for demonstrations and GRPO (None: all)."""
+    demo_limits: dict[str, int] = field(default_factory=dict)
+    """Per-set caps on the questions that get a demonstration, after ``train_limit`` (e.g. ``{"common": 60}``): the
+    share of searching demonstrations is what the warm start learns (benchmarks/README.md, issue notes)."""
     demo_samples: int = 1
     sft_epochs: int = 2
     sft_batch_size: int = 8
@@ -280,8 +284,17 @@ def eval_stage(
     return {"stage": name, "model": str(model_dir), "cached": False, **stage_metrics(records, settings.format)}
 
 
+def demo_questions(settings: PipelineSettings) -> dict[str, list[Any]]:
+    """The training questions that get a demonstration: ``train_limit`` per set, then ``demo_limits``."""
+    datasets = _load(settings, "train", settings.train_limit)
+    return {ds: qs[: settings.demo_limits.get(ds, len(qs))] for ds, qs in datasets.items()}
+
+
 def demos_stage(settings: PipelineSettings, tokenizer_dir: Path, retriever_url: str) -> dict[str, Any]:
-    """Scripted-teacher demonstrations over the training questions (resumable); returns the writer's stats."""
+    """Scripted-teacher demonstrations of :func:`demo_questions` (resumable); returns the writer's stats.
+
+    The writer's file is a cache of the teacher's trajectories: one of an earlier run with other limits stays there,
+    and :func:`sft_stage` trains on the current selection only."""
     import asyncio
 
     from transformers import AutoTokenizer
@@ -289,7 +302,7 @@ def demos_stage(settings: PipelineSettings, tokenizer_dir: Path, retriever_url: 
     from agentrag_verl.eval.runner import RunnerConfig
     from agentrag_verl.warmstart.demos import DemoConfig, generate_demos, scripted_teacher_client
 
-    datasets = _load(settings, "train", settings.train_limit)
+    datasets = demo_questions(settings)
     config = DemoConfig(
         runner=RunnerConfig(
             tokenizer=str(tokenizer_dir),
@@ -319,14 +332,31 @@ def demos_file(settings: PipelineSettings) -> Path:
     return settings.work_dir / "demos" / settings.format / "demos.jsonl"
 
 
+def sft_data(settings: PipelineSettings) -> Path:
+    """``<work_dir>/sft/demos.jsonl``: the demonstrations of :func:`demo_questions`, in the writer's order (rewritten
+    only when they change)."""
+    wanted = {(ds, q.id) for ds, qs in demo_questions(settings).items() for q in qs}
+    lines = []
+    with open(demos_file(settings), encoding="utf-8") as f:
+        for line in f:
+            if line.strip() and tuple(json.loads(line)[k] for k in ("dataset", "id")) in wanted:
+                lines.append(line)
+    out = settings.work_dir / "sft" / "demos.jsonl"
+    text = "".join(lines)
+    if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    return out
+
+
 def sft_stage(settings: PipelineSettings, base_model: Path) -> dict[str, Any]:
-    """verl's SFT trainer on CPU over the kept demonstrations (reused when done with the same settings)."""
+    """verl's SFT trainer on CPU over the selected demonstrations (reused when done with the same settings and data)."""
     from agentrag_verl.warmstart.sft_local import SFTSettings, run_sft_local
 
     return run_sft_local(
         SFTSettings(
             model=str(base_model),
-            train_files=[str(demos_file(settings))],
+            train_files=[str(sft_data(settings))],
             work_dir=str(settings.work_dir / "sft"),
             epochs=settings.sft_epochs,
             batch_size=settings.sft_batch_size,

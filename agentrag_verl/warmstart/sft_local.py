@@ -15,6 +15,7 @@ checkpoint (verl's ``resume_mode=auto``); a finished run is reused.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["sft_overrides", "run_sft_local", "copy_tokenizer_files", "add_parser", "SFTSettings"]
+__all__ = ["sft_overrides", "sft_fingerprint", "run_sft_local", "copy_tokenizer_files", "add_parser", "SFTSettings"]
 
 
 @dataclass
@@ -117,6 +118,16 @@ def copy_tokenizer_files(source: Path, target: Path) -> None:
             shutil.copy2(f, Path(target) / f.name)
 
 
+def sft_fingerprint(s: SFTSettings) -> dict:
+    """What a finished run depends on: the settings (but the work dir) and the bytes of the demonstration files, so
+    new demonstrations written to the same file train a new model instead of reusing the old one."""
+    digest = hashlib.sha256()
+    for path in s.train_files:
+        if Path(path).is_file():  # a missing file is reported by load_demonstrations, with the hint
+            digest.update(Path(path).read_bytes())
+    return {**{k: v for k, v in asdict(s).items() if k != "work_dir"}, "train_data_sha256": digest.hexdigest()}
+
+
 def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
     """Run (or resume, or reuse) the CPU SFT; returns the summary written to ``<work-dir>/summary.json``.
 
@@ -132,7 +143,7 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     model_out = work / "model"
     summary_path = work / "summary.json"
-    fingerprint = {k: v for k, v in asdict(s).items() if k != "work_dir"}
+    fingerprint = sft_fingerprint(s)
     if summary_path.exists() and (model_out / "config.json").exists():
         previous = json.loads(summary_path.read_text())
         if previous.get("settings") == fingerprint and previous.get("returncode") == 0:

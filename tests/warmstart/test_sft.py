@@ -61,6 +61,20 @@ def test_bad_files_are_explained(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+def test_a_finished_run_is_reused_only_for_the_same_demonstrations(tmp_path):
+    from agentrag_verl.warmstart.sft_local import SFTSettings, sft_fingerprint
+
+    demos = write_demos(tmp_path / "demos.jsonl", [DEMO])
+    settings = SFTSettings(model="m", train_files=[str(demos)], work_dir=str(tmp_path / "a"))
+    first = sft_fingerprint(settings)
+    assert sft_fingerprint(SFTSettings(model="m", train_files=[str(demos)], work_dir=str(tmp_path / "b"))) == first
+    write_demos(demos, [DEMO, {**DEMO, "id": "2"}])  # more demonstrations, same file name
+    assert sft_fingerprint(settings)["train_data_sha256"] != first["train_data_sha256"]
+    assert {k: v for k, v in sft_fingerprint(settings).items() if k != "train_data_sha256"} == {
+        k: v for k, v in first.items() if k != "train_data_sha256"
+    }
+
+
 def test_one_optimizer_step_through_verls_sft_trainer(tiny_model_dir, tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
