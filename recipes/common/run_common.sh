@@ -2,7 +2,8 @@
 #
 # A run script sources this file, sets its knobs (env vars; MODEL, N_GPUS, NNODES and whatever follows from the
 # model: see model_tag and model_size_b), calls `recipe_init`, builds three bash arrays and calls `run_recipe "$@"`:
-#   CLUSTER_OVERRIDES  GPU-cluster settings (model path, nodes/GPUs, rollout backend, experiment names)
+#   CLUSTER_OVERRIDES  GPU-cluster settings beyond those of every recipe, which run_recipe writes from the knobs
+#                      MODEL, NNODES, N_GPUS, ROLLOUT, TP, PROJECT, EXPERIMENT, CKPT_DIR and LOGGER
 #   COMMON_OVERRIDES   settings of both profiles (data files, retriever URL, judge endpoints, reward options)
 #   LOCAL_OVERRIDES    local CPU profile only (keys the tiny run must change; train-local's own CPU overrides
 #                      from agentrag_verl.local_cpu.train_local.cpu_overrides come first, these replace them)
@@ -145,7 +146,10 @@ run_recipe() {
       -- "${COMMON_OVERRIDES[@]}" "${LOCAL_BASE_OVERRIDES[@]}" "${LOCAL_OVERRIDES[@]}" "$@")
   else
     cmd=("$PYTHON" -m verl.trainer.main_ppo "--config-path=$config_path" "--config-name=$CONFIG_NAME"
-      "${CLUSTER_OVERRIDES[@]}" "${COMMON_OVERRIDES[@]}" "$@")
+      "actor_rollout_ref.model.path=$MODEL" "trainer.nnodes=$NNODES" "trainer.n_gpus_per_node=$N_GPUS"
+      "actor_rollout_ref.rollout.name=$ROLLOUT" "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
+      "trainer.project_name=$PROJECT" "trainer.experiment_name=$EXPERIMENT" "trainer.default_local_dir=$CKPT_DIR"
+      "trainer.logger=$LOGGER" "${CLUSTER_OVERRIDES[@]}" "${COMMON_OVERRIDES[@]}" "$@")
   fi
   if [[ "$DRY_RUN" == 1 ]]; then
     if ((${#launcher[@]})); then

@@ -4,61 +4,8 @@
 #   MODEL=Qwen/Qwen2.5-7B-Instruct bash recipes/hiprag/run_ppo.sh
 #   DRY_RUN=1 bash recipes/hiprag/run_ppo.sh        # print the exact command, start nothing
 #   PROFILE=local bash recipes/hiprag/run_ppo.sh    # same YAML on this CPU box (tiny model, 2 steps)
+# Every knob (env var) but MODEL and the shared body: recipes/hiprag/recipe.sh.
 set -euo pipefail
-RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-source "$RECIPE_DIR/../common/run_common.sh"
-
-# ---- knobs --------------------------------------------------------------------------------------------------------
+ALGO=ppo
 MODEL=${MODEL:-Qwen/Qwen2.5-3B-Instruct}                     # HiPRAG §4.3: Qwen2.5-3B/7B-Instruct (also Llama-3.2-3B)
-NNODES=${NNODES:-1}
-N_GPUS=${N_GPUS:-4}                                          # HiPRAG §4.3: four A100 80GB
-ROLLOUT=${ROLLOUT:-vllm}                                     # vllm | sglang
-TP=${TP:-1}
-RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # E5 top-3 over wiki-18 (retriever_server)
-JUDGE_URL=${JUDGE_URL:-https://api.openai.com/v1}            # any OpenAI-compatible endpoint (vLLM: http://host:8001/v1)
-OVER_SEARCH_MODEL=${OVER_SEARCH_MODEL:-gpt-4.1-mini}         # HiPRAG §4.3
-UNDER_SEARCH_MODEL=${UNDER_SEARCH_MODEL:-gpt-5-mini}         # HiPRAG §4.3
-JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-OPENAI_API_KEY}       # NAME of the env var holding the key; none = no key
-LAMBDA_P=${LAMBDA_P:-0.4}                                    # HiPRAG §4.3; 0 = Search-R1 v0.3 "baseline"
-DATA_DIR=${DATA_DIR:-data/hiprag}                            # agentrag-verl data prepare --preset searchr1_nq_hotpotqa --format hiprag
-TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
-VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
-PROJECT=${PROJECT:-agentrag_hiprag}
-EXPERIMENT=${EXPERIMENT:-hiprag-$(model_tag "$MODEL")-ppo}
-CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
-# PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
-# --------------------------------------------------------------------------------------------------------------------
-
-CONFIG_NAME=hiprag_ppo
-FORMAT=hiprag
-REWARD_METHOD=hiprag
-REWARD_CLASS=HipragRewardManager
-recipe_init
-if [[ "$PROFILE" == local ]]; then OVER_SEARCH_MODEL=$JUDGE_MODEL UNDER_SEARCH_MODEL=$JUDGE_MODEL; fi
-
-CLUSTER_OVERRIDES=(
-  "actor_rollout_ref.model.path=$MODEL"
-  "trainer.nnodes=$NNODES"
-  "trainer.n_gpus_per_node=$N_GPUS"
-  "actor_rollout_ref.rollout.name=$ROLLOUT"
-  "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
-  "trainer.project_name=$PROJECT"
-  "trainer.experiment_name=$EXPERIMENT"
-  "trainer.default_local_dir=$CKPT_DIR"
-  "trainer.logger=$LOGGER"
-)
-COMMON_OVERRIDES=(
-  "data.train_files=$TRAIN_FILES"
-  "data.val_files=$VAL_FILES"
-  "actor_rollout_ref.rollout.custom.agentrag.retriever_url=$RETRIEVER_URL"
-  "reward.reward_kwargs.lambda_p=$LAMBDA_P"
-  "reward.reward_kwargs.over_search_judge.base_url=$JUDGE_URL"
-  "reward.reward_kwargs.over_search_judge.model=$OVER_SEARCH_MODEL"
-  "reward.reward_kwargs.over_search_judge.api_key_env=$JUDGE_API_KEY_ENV"
-  "reward.reward_kwargs.under_search_judge.base_url=$JUDGE_URL"
-  "reward.reward_kwargs.under_search_judge.model=$UNDER_SEARCH_MODEL"
-  "reward.reward_kwargs.under_search_judge.api_key_env=$JUDGE_API_KEY_ENV"
-)
-local_critic_overrides
-run_recipe "$@"
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/recipe.sh"

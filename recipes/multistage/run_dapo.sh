@@ -47,17 +47,6 @@ REWARD_CLASS=MultistageRewardManager
 recipe_init
 if [[ "$PROFILE" == local ]]; then EMBEDDING_KIND=retriever EMBEDDING_URL=$RETRIEVER_ROOT; fi
 
-CLUSTER_OVERRIDES=(
-  "actor_rollout_ref.model.path=$MODEL"
-  "trainer.nnodes=$NNODES"
-  "trainer.n_gpus_per_node=$N_GPUS"
-  "actor_rollout_ref.rollout.name=$ROLLOUT"
-  "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
-  "trainer.project_name=$PROJECT"
-  "trainer.experiment_name=$EXPERIMENT"
-  "trainer.default_local_dir=$CKPT_DIR"
-  "trainer.logger=$LOGGER"
-)
 case "$STAGE" in
   # two-run schedule: stage 1 stops at the switch step, stage 2 resumes there and runs to Table 5's 500 steps
   1) CLUSTER_OVERRIDES+=("trainer.total_training_steps=$STAGE_SWITCH_STEP") ;;

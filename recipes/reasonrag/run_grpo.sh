@@ -31,17 +31,6 @@ REWARD_METHOD=searchr1
 REWARD_CLASS=SearchR1RewardManager
 recipe_init
 
-CLUSTER_OVERRIDES=(
-  "actor_rollout_ref.model.path=$MODEL"
-  "trainer.nnodes=$NNODES"
-  "trainer.n_gpus_per_node=$N_GPUS"
-  "actor_rollout_ref.rollout.name=$ROLLOUT"
-  "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
-  "trainer.project_name=$PROJECT"
-  "trainer.experiment_name=$EXPERIMENT"
-  "trainer.default_local_dir=$CKPT_DIR"
-  "trainer.logger=$LOGGER"
-)
 COMMON_OVERRIDES=(
   "data.train_files=$TRAIN_FILES"
   "data.val_files=$VAL_FILES"

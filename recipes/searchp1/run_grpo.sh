@@ -54,18 +54,9 @@ local_prepare() {
 }
 
 CLUSTER_OVERRIDES=(
-  "actor_rollout_ref.model.path=$MODEL"
   "actor_rollout_ref.rollout.n=$ROLLOUT_N"
   "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=$MICRO_BATCH"
   "actor_rollout_ref.rollout.gpu_memory_utilization=$GPU_MEMORY"
-  "trainer.nnodes=$NNODES"
-  "trainer.n_gpus_per_node=$N_GPUS"
-  "actor_rollout_ref.rollout.name=$ROLLOUT"
-  "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
-  "trainer.project_name=$PROJECT"
-  "trainer.experiment_name=$EXPERIMENT"
-  "trainer.default_local_dir=$CKPT_DIR"
-  "trainer.logger=$LOGGER"
 )
 COMMON_OVERRIDES=(
   "data.train_files=$TRAIN_FILES"

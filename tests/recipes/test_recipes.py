@@ -36,7 +36,8 @@ def tokenizer(tiny_model_dir):
 
 
 def all_scripts() -> list[Path]:
-    return sorted({RECIPES / c.script for c in CASES}) + [RECIPES / "common/run_common.sh", RECIPES / "ray/submit.sh"]
+    shared = [RECIPES / "common/run_common.sh", RECIPES / "ray/submit.sh", *sorted(RECIPES.glob("*/recipe.sh"))]
+    return sorted({RECIPES / c.script for c in CASES}) + shared
 
 
 @pytest.mark.parametrize("script", all_scripts(), ids=lambda p: str(p.relative_to(RECIPES)))
