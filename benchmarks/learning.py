@@ -41,7 +41,14 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 def main() -> int:
     from agentrag_verl.demo import pipeline as P
-    from agentrag_verl.demo.main import markdown, reward_curve, settings_for, stage_table
+    from agentrag_verl.demo.main import (
+        add_warm_start_args,
+        apply_warm_start_args,
+        markdown,
+        reward_curve,
+        settings_for,
+        stage_table,
+    )
     from agentrag_verl.eval.data import MINI_WIKI_DIR
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -53,6 +60,7 @@ def main() -> int:
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--kl-coef", type=float, default=0.0)
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
+    add_warm_start_args(p)
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -61,6 +69,7 @@ def main() -> int:
     # The demo's settings for the shared stages (setup, demonstrations, SFT: reused from `make demo` when cached),
     # the benchmark's own for evaluation and GRPO.
     s = settings_for(False, Path(args.work_dir).resolve(), Path(args.data_dir).resolve())
+    apply_warm_start_args(s, args, p)
     s.eval_limit = args.eval_limit
     s.grpo_steps, s.grpo_batch_size, s.grpo_rollout_n = args.steps, args.batch_size, args.rollout_n
     s.grpo_lr, s.grpo_kl_coef = args.lr, args.kl_coef

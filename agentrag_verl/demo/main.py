@@ -33,7 +33,15 @@ from typing import Any
 
 from agentrag_verl.demo.pipeline import PipelineSettings
 
-__all__ = ["settings_for", "run_demo", "main", "stage_table", "STAND_IN_NOTE"]
+__all__ = [
+    "settings_for",
+    "add_warm_start_args",
+    "apply_warm_start_args",
+    "run_demo",
+    "main",
+    "stage_table",
+    "STAND_IN_NOTE",
+]
 
 STAND_IN_NOTE = (
     "teacher = scripted stand-in for a teacher model; judge = rule-based stand-in for the papers' GPT judges "
@@ -77,6 +85,7 @@ def settings_for(quick: bool, work_dir: Path, data_dir: Path) -> PipelineSetting
         data_dir=data_dir,
         eval_limit=10,
         train_limit=50,
+        demo_limits={"common": 15},  # mostly searching demonstrations: docs/warmstart.md, section 4
         sft_epochs=1,
         grpo_steps=2,
         grpo_batch_size=4,
@@ -268,6 +277,40 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
     return result
 
 
+def add_warm_start_args(p: argparse.ArgumentParser) -> None:
+    """Options that choose the warm start's training questions (the demo and benchmarks/learning.py share them)."""
+    p.add_argument(
+        "--train-limit", help="Training questions per set (demonstrations and GRPO): N or 'all' (default 50; quick 3)."
+    )
+    p.add_argument(
+        "--demo-limit",
+        action="append",
+        default=[],
+        metavar="SET=N",
+        help="Cap the demonstrations of one set, after --train-limit (repeatable; default common=15).",
+    )
+
+
+def apply_warm_start_args(settings: PipelineSettings, args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
+    """Apply :func:`add_warm_start_args` to ``settings`` (``p.error`` on bad values)."""
+    if args.train_limit is not None:
+        value = str(args.train_limit).strip().lower()
+        if value == "all":
+            settings.train_limit = None
+        elif value.isdigit() and int(value) >= 1:
+            settings.train_limit = int(value)
+        else:
+            p.error(f"--train-limit must be a whole number >= 1 or 'all', got {args.train_limit!r}")
+    if args.demo_limit:
+        limits = {}
+        for item in args.demo_limit:
+            name, _, n = item.partition("=")
+            if not name.strip() or not n.strip().isdigit():
+                p.error(f"--demo-limit takes SET=N (e.g. common=60), got {item!r}")
+            limits[name.strip()] = int(n)
+        settings.demo_limits = limits
+
+
 def main(argv: list[str] | None = None) -> int:
     from agentrag_verl.demo.models import MissingDependency
     from agentrag_verl.eval.data import MINI_WIKI_DIR
@@ -279,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default=str(MINI_WIKI_DIR), help="mini-wiki folder (corpus + QA sets).")
     p.add_argument("--eval-limit", type=int, help="Test questions per set (default 12; quick 1).")
     p.add_argument("--grpo-steps", type=int, help="GRPO steps (default 4; quick 1).")
+    add_warm_start_args(p)
     args = p.parse_args(argv)
     settings = settings_for(args.quick, Path(args.work_dir).resolve(), Path(args.data_dir).resolve())
+    apply_warm_start_args(settings, args, p)
     for name, value in (("eval_limit", args.eval_limit), ("grpo_steps", args.grpo_steps)):
         if value is not None:
             if value < 1:

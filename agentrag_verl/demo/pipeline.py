@@ -79,7 +79,7 @@ class PipelineSettings:
     """Training questions per set used for demonstrations and GRPO (None: all)."""
     demo_limits: dict[str, int] = field(default_factory=dict)
     """Per-set caps on the questions that get a demonstration, after ``train_limit`` (e.g. ``{"common": 60}``): the
-    share of searching demonstrations is what the warm start learns (benchmarks/README.md, issue notes)."""
+    share of searching demonstrations is what the warm start learns (docs/warmstart.md, section 4)."""
     demo_samples: int = 1
     sft_epochs: int = 2
     sft_batch_size: int = 8
