@@ -69,7 +69,7 @@ def main() -> int:
     # The demo's settings for the shared stages (setup, demonstrations, SFT: reused from `make demo` when cached),
     # the benchmark's own for evaluation and GRPO.
     s = settings_for(False, Path(args.work_dir).resolve(), Path(args.data_dir).resolve())
-    apply_warm_start_args(s, args, p)
+    apply_warm_start_args(s, args)
     s.eval_limit = args.eval_limit
     s.grpo_steps, s.grpo_batch_size, s.grpo_rollout_n = args.steps, args.batch_size, args.rollout_n
     s.grpo_lr, s.grpo_kl_coef = args.lr, args.kl_coef

@@ -22,9 +22,8 @@ def test_listings_do_not_depend_on_which_method_was_imported_first():
     # A fresh process that imports a HiPRAG module first: HiPRAG registers its grammar and manager before the others.
     code = (
         "import agentrag_verl.methods.hiprag.reward\n"
-        "from agentrag_verl.registry import reward_manager_names, method_names\n"
+        "from agentrag_verl.registry import reward_manager_names, reward_manager_target, method_names\n"
         "from agentrag_verl.formats import available_formats\n"
-        "from agentrag_verl.registry import reward_manager_target\n"
         "print(reward_manager_names(), available_formats(), method_names()[:6])\n"
         "try:\n    reward_manager_target('hipragg')\nexcept ValueError as e:\n    print(str(e).split(' (')[0])\n"
     )

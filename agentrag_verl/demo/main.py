@@ -277,13 +277,33 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
     return result
 
 
+def _train_limit(text: str) -> int | str:
+    """argparse type of ``--train-limit``: a whole number >= 1, or ``all``."""
+    from agentrag_verl.cli_common import positive_int
+
+    return "all" if text.strip().lower() == "all" else positive_int(text)
+
+
+def _set_limit(text: str) -> tuple[str, int]:
+    """argparse type of ``--demo-limit``: ``SET=N`` with N a whole number >= 0."""
+    from agentrag_verl.cli_common import non_negative_int
+
+    name, sep, n = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"takes SET=N (e.g. common=60), got {text!r}")
+    return name.strip(), non_negative_int(n)
+
+
 def add_warm_start_args(p: argparse.ArgumentParser) -> None:
     """Options that choose the warm start's training questions (the demo and benchmarks/learning.py share them)."""
     p.add_argument(
-        "--train-limit", help="Training questions per set (demonstrations and GRPO): N or 'all' (default 50; quick 3)."
+        "--train-limit",
+        type=_train_limit,
+        help="Training questions per set (demonstrations and GRPO): N or 'all' (default 50; quick 3).",
     )
     p.add_argument(
         "--demo-limit",
+        type=_set_limit,
         action="append",
         default=[],
         metavar="SET=N",
@@ -291,24 +311,12 @@ def add_warm_start_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def apply_warm_start_args(settings: PipelineSettings, args: argparse.Namespace, p: argparse.ArgumentParser) -> None:
-    """Apply :func:`add_warm_start_args` to ``settings`` (``p.error`` on bad values)."""
+def apply_warm_start_args(settings: PipelineSettings, args: argparse.Namespace) -> None:
+    """Apply the options of :func:`add_warm_start_args` (validated by argparse) to ``settings``."""
     if args.train_limit is not None:
-        value = str(args.train_limit).strip().lower()
-        if value == "all":
-            settings.train_limit = None
-        elif value.isdigit() and int(value) >= 1:
-            settings.train_limit = int(value)
-        else:
-            p.error(f"--train-limit must be a whole number >= 1 or 'all', got {args.train_limit!r}")
+        settings.train_limit = None if args.train_limit == "all" else args.train_limit
     if args.demo_limit:
-        limits = {}
-        for item in args.demo_limit:
-            name, _, n = item.partition("=")
-            if not name.strip() or not n.strip().isdigit():
-                p.error(f"--demo-limit takes SET=N (e.g. common=60), got {item!r}")
-            limits[name.strip()] = int(n)
-        settings.demo_limits = limits
+        settings.demo_limits = dict(args.demo_limit)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     add_warm_start_args(p)
     args = p.parse_args(argv)
     settings = settings_for(args.quick, Path(args.work_dir).resolve(), Path(args.data_dir).resolve())
-    apply_warm_start_args(settings, args, p)
+    apply_warm_start_args(settings, args)
     for name, value in (("eval_limit", args.eval_limit), ("grpo_steps", args.grpo_steps)):
         if value is not None:
             if value < 1:

@@ -14,7 +14,7 @@ def parse(*argv):
     p = argparse.ArgumentParser()
     add_warm_start_args(p)
     settings = settings_for(False, Path("w"), Path("d"))
-    apply_warm_start_args(settings, p.parse_args(list(argv)), p)
+    apply_warm_start_args(settings, p.parse_args(list(argv)))
     return settings
 
 
