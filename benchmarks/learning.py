@@ -104,12 +104,19 @@ def main() -> int:
 
     curve = reward_curve(grpo)
     rewards = [c["mean"] for c in curve if c["mean"] is not None]
+    searches = {r["step"]: r for r in P.rollout_searches(s, "grpo_bench")}
+
+    def searched(r: dict | None, key: str) -> str:
+        return f"{r[key][0]}/{r[key][1]}" if r and r[key][1] else "-"
+
     print("\nGRPO settings:", json.dumps(grpo.get("settings")))
-    print("step  reward_mean  reward_min  reward_max  response_len  wall_s")
+    print("step  reward_mean  reward_min  reward_max  response_len  searched(common)  searched(corpus)  wall_s")
     for c in curve:
         wall = grpo.get("step_wall_s", {}).get(str(c["step"]), grpo.get("step_wall_s", {}).get(c["step"], "-"))
+        r = searches.get(c["step"])
         print(f"{c['step']:>4}  {c['mean']:>11.4f}  {c['min']:>10.4f}  {c['max']:>10.4f}  "
-              f"{c['response_length']:>12.1f}  {wall}")  # fmt: skip
+              f"{c['response_length']:>12.1f}  {searched(r, 'searched_common'):>16}  "
+              f"{searched(r, 'searched_corpus'):>16}  {wall}")  # fmt: skip
     header, rows = stage_table([warm, after])
     print("\nHeld-out mini-wiki test sets (greedy; mean ±95% CI):")
     print(markdown(header, rows))
@@ -130,8 +137,8 @@ def main() -> int:
         print(f"  {name}: {'PASS' if c['pass'] else 'FAIL'}  {detail}")
     print("\nwall time (s):", json.dumps(walls))
     sft_loss = [m.get("train/loss") for _, m in sorted(sft["steps"].items(), key=lambda kv: int(kv[0]))]
-    out = {"walls": walls, "curve": curve, "warm": warm, "after": after, "checks": checks,
-           "settings": grpo.get("settings"), "demos": demos, "sft_loss": sft_loss}  # fmt: skip
+    out = {"walls": walls, "curve": curve, "searches": list(searches.values()), "warm": warm, "after": after,
+           "checks": checks, "settings": grpo.get("settings"), "demos": demos, "sft_loss": sft_loss}  # fmt: skip
     (s.work_dir / "learning.json").write_text(json.dumps(out, indent=1, default=str))
     print(f"results: {s.work_dir / 'learning.json'}")
     return 0 if all(c["pass"] for c in checks.values()) else 1

@@ -249,9 +249,19 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
         with timer.phase("6. GRPO (train-local, HiPRAG reward)", console):
             grpo = P.grpo_stage(settings, Path(sft["model"]), retriever_url, judge_url)
             curve = reward_curve(grpo)
-            result["grpo"] = {"summary": grpo, "reward_curve": curve}
+            searches = P.rollout_searches(settings, "grpo")
+            result["grpo"] = {"summary": grpo, "reward_curve": curve, "searches": searches}
             console.print(f"GRPO settings: {grpo.get('settings')}")
             console.print("reward per step: " + ", ".join(f"{c['mean']:.3f}" for c in curve if c["mean"] is not None))
+            console.print(
+                "trajectories that searched per step (common-knowledge / corpus questions): "
+                + ", ".join(
+                    f"{r['searched_common'][0]}/{r['searched_common'][1]} | "
+                    f"{r['searched_corpus'][0]}/{r['searched_corpus'][1]}"
+                    for r in searches
+                )
+                + f"; all trajectories: {settings.work_dir / 'grpo' / 'rollouts'}"
+            )
         with timer.phase("7. eval: after GRPO", console):
             rows.append(P.eval_stage("grpo", Path(grpo["model"]), settings, retriever_url, judge_url))
     result["stages"] = rows

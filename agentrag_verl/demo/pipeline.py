@@ -400,6 +400,46 @@ def _row(q: Any) -> dict[str, Any]:
     return {"id": q.id, "question": q.question, "golden_answers": list(q.golden_answers)}
 
 
+def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dict[str, Any]]:
+    """Per GRPO step, from verl's dump of its trajectories (``<work_dir>/<name>/rollouts/<step>.jsonl``): how many
+    of them searched, on common-knowledge questions and on corpus-only (single- and multi-hop) ones.
+
+    The reward curve cannot tell a policy that learned when to search from one that stopped searching everywhere;
+    this can. Each trajectory's set is that of the (longest) training question its prompt contains.
+
+    Returns:
+        ``[{"step", "trajectories", "searched_common": [searched, n], "searched_corpus": [searched, n]}, ...]``.
+    """
+    from agentrag_verl.formats import get_format
+
+    search_open = get_format(settings.format).action_spec.search_tags[0]
+    questions = sorted(
+        ((q.question, ds) for ds, qs in _load(settings, "train", settings.train_limit).items() for q in qs),
+        key=lambda item: -len(item[0]),
+    )
+    out = []
+    folder = settings.work_dir / name / "rollouts"
+    for path in sorted(folder.glob("*.jsonl"), key=lambda f: int(f.stem)) if folder.is_dir() else []:
+        counts = {"common": [0, 0], "corpus": [0, 0]}
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for r in records:
+            ds = next((d for q, d in questions if q in r["input"]), None)
+            if ds is None:
+                continue
+            c = counts["common" if ds == "common" else "corpus"]
+            c[0] += search_open in r["output"]
+            c[1] += 1
+        out.append(
+            {
+                "step": int(path.stem),
+                "trajectories": len(records),
+                "searched_common": counts["common"],
+                "searched_corpus": counts["corpus"],
+            }
+        )
+    return out
+
+
 def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: str) -> list[str]:
     """Hydra overrides of the GRPO stage on top of ``train-local``'s CPU settings (each one visible in the log)."""
     s = settings
@@ -466,6 +506,8 @@ def grpo_stage(
         f"--steps={settings.grpo_steps}", f"--batch-size={settings.grpo_batch_size}",
         f"--rollout-n={settings.grpo_rollout_n}", f"--response-length={settings.response_length}",
         f"--min-free-gib={settings.min_free_gib}", "--", *grpo_overrides(settings, retriever_url, judge_url),
+        # every step's trajectories (prompt, response, score) as <work>/rollouts/<step>.jsonl: what the policy wrote
+        f"+trainer.rollout_data_dir={work / 'rollouts'}",
     ]  # fmt: skip
     with open(MAIN_PPO_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

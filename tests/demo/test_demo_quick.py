@@ -52,6 +52,11 @@ def test_demo_quick(tmp_path):
     assert {"lr", "use_kl_loss", "kl_loss_coef", "clip_ratio_low", "clip_ratio_high"} <= set(settings)
     # Observation tokens carry rollout log-prob 0.0; were any in the loss mask, this would be O(1).
     assert grpo["steps"]["1"]["training/rollout_probs_diff_max"] < 1e-3
+    # Every trajectory of the step is dumped for reading (2 prompts x 2 samples) and counted by kind of question.
+    rollouts = (work / "grpo" / "rollouts" / "1.jsonl").read_text().splitlines()
+    assert len(rollouts) == 4 and {"input", "output", "score"} <= set(json.loads(rollouts[0]))
+    [searches] = summary["grpo"]["searches"]
+    assert searches["searched_common"][1] + searches["searched_corpus"][1] == 4
 
     for plot in ("stages.png", "search_depth.png", "reward_curve.png"):
         assert (work / plot).stat().st_size > 1000

@@ -31,3 +31,31 @@ def test_sft_data_is_the_selection_in_writer_order(tmp_path):
     assert got == [(r["dataset"], r["id"]) for r in reversed(cached) if (r["dataset"], r["id"]) in want]
     stamp = path.stat().st_mtime_ns
     assert sft_data(s) == path and path.stat().st_mtime_ns == stamp  # unchanged selection: the file is not rewritten
+
+
+def test_rollout_searches_counts_searching_trajectories_per_kind_of_question(tmp_path):
+    """verl's rollout dump (one JSON line per trajectory: decoded prompt, response, score) read back per step."""
+    from agentrag_verl.demo.pipeline import rollout_searches
+
+    s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, train_limit=2)
+    qs = demo_questions(s)
+    common, single, multi = qs["common"][0].question, qs["single_hop"][0].question, qs["multi_hop"][1].question
+
+    def line(question: str, response: str) -> str:
+        prompt = f"system\nAnswer with steps.\nuser\nQuestion: {question}\nassistant\n"
+        return json.dumps({"input": prompt, "output": response, "score": 0.2, "step": 1}) + "\n"
+
+    search = "<think>\n<step>\n<reasoning>r</reasoning>\n<search>q</search><context>d</context>"
+    direct = "<think>\n<step>\n<reasoning>r</reasoning>\n<conclusion>c</conclusion>\n</step>\n</think>"
+    folder = tmp_path / "grpo_bench" / "rollouts"
+    folder.mkdir(parents=True)
+    (folder / "1.jsonl").write_text(line(common, search) + line(common, direct) + line(single, search))
+    (folder / "2.jsonl").write_text(line(multi, direct) + line(single, direct) + line("not a training one", search))
+    (folder / "10.jsonl").write_text(line(common, direct))
+
+    got = rollout_searches(s, "grpo_bench")
+    assert [r["step"] for r in got] == [1, 2, 10]  # numeric order, not file-name order
+    assert got[0] == {"step": 1, "trajectories": 3, "searched_common": [1, 2], "searched_corpus": [1, 1]}
+    assert got[1]["searched_corpus"] == [0, 2] and got[1]["searched_common"] == [0, 0]  # unknown question skipped
+    assert got[1]["trajectories"] == 3 and got[2]["searched_common"] == [0, 1]
+    assert rollout_searches(s, "no_such_run") == []
