@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
+import threading
 from types import ModuleType
 
 __all__ = [
@@ -51,6 +52,11 @@ _BUILTIN_PACKAGE = "agentrag_verl.methods"
 _MANAGERS: dict[str, str] = {}
 _PACKAGES: dict[str, str] = {}
 _loaded = False
+_loading = False
+_load_lock = threading.RLock()
+"""Held while the methods load: another thread's lookup waits for the whole discovery (a server answering requests
+in threads looked methods up while the first request was still importing them, and found none). Re-entrant: a
+method package whose import looks something up in the same thread gets what is registered so far."""
 
 
 def register_reward_manager(name: str, target: str) -> None:
@@ -70,10 +76,21 @@ def register_reward_manager(name: str, target: str) -> None:
 def load_methods() -> None:
     """Import every method package once: the built-in folder (in the order of ``agentrag_verl.methods.__all__``),
     then the packages of the entry points."""
-    global _loaded
+    global _loaded, _loading
     if _loaded:
         return
-    _loaded = True
+    with _load_lock:
+        if _loaded or _loading:  # done by another thread meanwhile, or re-entered from a method's import
+            return
+        _loading = True
+        try:
+            _discover()
+            _loaded = True
+        finally:
+            _loading = False
+
+
+def _discover() -> None:
     builtin = importlib.import_module(_BUILTIN_PACKAGE)
     folders = [m.name for m in pkgutil.iter_modules(builtin.__path__) if m.ispkg]
     listed = list(getattr(builtin, "__all__", ()))

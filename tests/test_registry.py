@@ -36,6 +36,25 @@ def test_listings_do_not_depend_on_which_method_was_imported_first():
     )
 
 
+def test_lookups_from_many_threads_wait_for_the_whole_discovery():
+    # A fresh process in which 8 threads look a method up at once (as the stand-in judge's request threads do): each
+    # one must see every method, never the empty registry of a discovery another thread has only begun.
+    code = (
+        "import threading\n"
+        "from agentrag_verl.registry import method_module, method_names\n"
+        "barrier, results = threading.Barrier(8), []\n"
+        "def look():\n"
+        "    barrier.wait()\n"
+        "    try:\n        results.append(method_module('hiprag', 'judge').__name__)\n"
+        "    except ValueError as e:\n        results.append(str(e))\n"
+        "threads = [threading.Thread(target=look) for _ in range(8)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "print(sorted(set(results)), len(method_names()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "['agentrag_verl.methods.hiprag.judge'] 6"
+
+
 def test_unknown_names_fail_naming_the_choices():
     with pytest.raises(ValueError, match=r"Unknown reward manager 'hipragg'; choose one of \['searchr1', 'hiprag'"):
         registry.reward_manager_target("hipragg")
