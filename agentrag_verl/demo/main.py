@@ -260,7 +260,7 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
                     f"{r['searched_corpus'][0]}/{r['searched_corpus'][1]}"
                     for r in searches
                 )
-                + f"; all trajectories: {settings.work_dir / 'grpo' / 'rollouts'}"
+                + f"; all trajectories: {P.rollouts_dir(settings, 'grpo')}"
             )
         with timer.phase("7. eval: after GRPO", console):
             rows.append(P.eval_stage("grpo", Path(grpo["model"]), settings, retriever_url, judge_url))

@@ -400,6 +400,11 @@ def _row(q: Any) -> dict[str, Any]:
     return {"id": q.id, "question": q.question, "golden_answers": list(q.golden_answers)}
 
 
+def rollouts_dir(settings: PipelineSettings, name: str = "grpo") -> Path:
+    """``<work_dir>/<name>/rollouts``: where the GRPO stage ``name`` has verl dump each step's trajectories."""
+    return settings.work_dir / name / "rollouts"
+
+
 def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dict[str, Any]]:
     """Per GRPO step, from verl's dump of its trajectories (``<work_dir>/<name>/rollouts/<step>.jsonl``): how many
     of them searched, on common-knowledge questions and on corpus-only (single- and multi-hop) ones.
@@ -418,7 +423,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
         key=lambda item: -len(item[0]),
     )
     out = []
-    folder = settings.work_dir / name / "rollouts"
+    folder = rollouts_dir(settings, name)
     for path in sorted(folder.glob("*.jsonl"), key=lambda f: int(f.stem)) if folder.is_dir() else []:
         counts = {"common": [0, 0], "corpus": [0, 0]}
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -498,6 +503,9 @@ def grpo_stage(
             if (model / "config.json").exists():
                 return previous
     train, val = training_parquets(settings)
+    # train-local starts from step 1 (it clears its checkpoints): an earlier run's trajectories must not stay beside
+    # this run's, or rollout_searches would count them
+    shutil.rmtree(rollouts_dir(settings, name), ignore_errors=True)
     cmd = [
         sys.executable, "-m", "agentrag_verl", "train-local", f"--work-dir={work}", "--quiet",
         f"--model={sft_model}", f"--format={settings.format}", f"--agent-loop-config={AGENT_LOOP_CONFIG}",
@@ -507,7 +515,7 @@ def grpo_stage(
         f"--rollout-n={settings.grpo_rollout_n}", f"--response-length={settings.response_length}",
         f"--min-free-gib={settings.min_free_gib}", "--", *grpo_overrides(settings, retriever_url, judge_url),
         # every step's trajectories (prompt, response, score) as <work>/rollouts/<step>.jsonl: what the policy wrote
-        f"+trainer.rollout_data_dir={work / 'rollouts'}",
+        f"+trainer.rollout_data_dir={rollouts_dir(settings, name)}",
     ]  # fmt: skip
     with open(MAIN_PPO_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
