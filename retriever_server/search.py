@@ -105,6 +105,17 @@ class FaissBackend:
     index: Any
     name: str = "faiss"
     device: str = "cpu"
+    threads: int = 0
+    """OpenMP threads for each search (0: faiss's count when the backend is made, normally one per core).
+
+    Set before every search because OpenMP's thread count belongs to the calling thread and torch shares it: the
+    encoder runs a single query on one torch thread, which left the search that followed on one thread too (a
+    20k-passage Flat search, one query: 5.2 ms instead of 3.1 ms on 2 cores)."""
+
+    def __post_init__(self) -> None:
+        self._faiss = import_faiss()
+        if self.threads <= 0:
+            self.threads = self._faiss.omp_get_max_threads()
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, gpu: bool = False, search_params: str | None = None):
@@ -154,6 +165,8 @@ class FaissBackend:
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
 
+        if self.device == "cpu":
+            self._faiss.omp_set_num_threads(self.threads)
         scores, rows = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), int(k))
         return scores, rows
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -38,6 +40,29 @@ def test_torch_backend_equals_faiss_flat(vectors, block_rows, n_queries):
     t_scores, t_rows = TorchBackend(vectors, ["cpu"], block_rows=block_rows).search(queries, 7)
     np.testing.assert_array_equal(t_rows, f_rows)
     np.testing.assert_allclose(t_scores, f_scores, atol=1e-5)
+
+
+def test_faiss_search_keeps_its_threads_after_a_one_thread_encode(vectors):
+    """OpenMP's thread count belongs to the calling thread and torch shares it with faiss: the encoder's one-thread
+    encode of a single query must not leave the search that follows on one thread."""
+    torch = pytest.importorskip("torch")
+    faiss = import_faiss()
+    index = faiss.IndexFlatIP(24)
+    index.add(vectors)
+    backend = FaissBackend(index, threads=2)
+    before = torch.get_num_threads()
+
+    def worker() -> tuple[int, int]:  # the server's worker thread
+        torch.set_num_threads(1)  # what Encoder.encode does for one text
+        during_encode = faiss.omp_get_max_threads()
+        backend.search(vectors[:1], 3)
+        return during_encode, faiss.omp_get_max_threads()
+
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(worker).result() == (1, 2)
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_two_cpu_shards_merge_like_one(vectors):
