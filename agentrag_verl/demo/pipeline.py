@@ -472,6 +472,10 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
         "actor_rollout_ref.rollout.max_num_seqs=32",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={s.grpo_batch_size}",
         "trainer.val_before_train=false",
+        # PPO's old log-probs are vLLM's rollout log-probs instead of an actor forward pass over the batch (verl's
+        # bypass mode; docs/warmstart.md, section 3): in fp32 on CPU the two agree to ~2e-5 per token, and the
+        # recomputation cost 35-65 s of each step. actor/ppo_kl then measures the rollout-vs-actor gap.
+        "algorithm.rollout_correction.bypass_mode=true",
     ]
     return out + list(s.extra_train_overrides)
 
@@ -494,7 +498,10 @@ def grpo_stage(
         if k.startswith("grpo")
     }
     fingerprint.update(
-        sft_model=str(sft_model), sft_weights=model_stamp(sft_model), response_length=settings.response_length
+        sft_model=str(sft_model),
+        sft_weights=model_stamp(sft_model),
+        response_length=settings.response_length,
+        extra_train_overrides=list(settings.extra_train_overrides),
     )
     if summary_path.exists():
         previous = json.loads(summary_path.read_text())

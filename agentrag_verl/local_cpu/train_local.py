@@ -380,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: dict, work_dir: Path) -> None:
-    keys = ("critic/score/mean", "training/rollout_probs_diff_mean", "actor/pg_loss", "actor/kl_loss")
+    keys = ("critic/score/mean", "training/rollout_probs_diff_mean", "actor/ppo_kl", "actor/pg_loss", "actor/kl_loss")
     print(f"\nmain_ppo exit code {summary['returncode']}, wall {summary['wall_s']} s; log: {work_dir / 'main_ppo.log'}")
     print(f"until training starts: {summary['until_training_starts_s']} s; per step: {summary['step_wall_s']}")
     print(f"memory: {summary['memory']}")

@@ -50,8 +50,10 @@ def test_demo_quick(tmp_path):
     settings = grpo["settings"]
     assert settings["algorithm"] == "grpo" and settings["reward_manager"] == "HipragRewardManager"
     assert {"lr", "use_kl_loss", "kl_loss_coef", "clip_ratio_low", "clip_ratio_high"} <= set(settings)
-    # Observation tokens carry rollout log-prob 0.0; were any in the loss mask, this would be O(1).
-    assert grpo["steps"]["1"]["training/rollout_probs_diff_max"] < 1e-3
+    # Bypass mode: the old log-probs are the rollout's, so PPO's KL measures the rollout-vs-actor gap. Observation
+    # tokens carry rollout log-prob 0.0; were any in the loss mask, it would be O(1e-2) or more.
+    assert "training/rollout_probs_diff_max" not in grpo["steps"]["1"]  # no recomputed old log-probs
+    assert abs(grpo["steps"]["1"]["actor/ppo_kl"]) < 1e-3
     # Every trajectory of the step is dumped for reading (2 prompts x 2 samples) and counted by kind of question.
     rollouts = (work / "grpo" / "rollouts" / "1.jsonl").read_text().splitlines()
     assert len(rollouts) == 4 and {"input", "output", "score"} <= set(json.loads(rollouts[0]))
