@@ -52,15 +52,15 @@ def test_faiss_search_keeps_its_threads_after_a_one_thread_encode(vectors):
     backend = FaissBackend(index, threads=2)
     before = torch.get_num_threads()
 
-    def worker() -> tuple[int, int]:  # the server's worker thread
-        torch.set_num_threads(1)  # what Encoder.encode does for one text
-        during_encode = faiss.omp_get_max_threads()
+    def worker() -> int:  # the server's worker thread
+        torch.set_num_threads(1)  # what Encoder.encode does for one text; with one OpenMP runtime, faiss's drops too
+        faiss.omp_set_num_threads(1)  # (explicit, for an install where the two runtimes are separate)
         backend.search(vectors[:1], 3)
-        return during_encode, faiss.omp_get_max_threads()
+        return faiss.omp_get_max_threads()
 
     try:
         with ThreadPoolExecutor(1) as pool:
-            assert pool.submit(worker).result() == (1, 2)
+            assert pool.submit(worker).result() == 2
     finally:
         torch.set_num_threads(before)
 
