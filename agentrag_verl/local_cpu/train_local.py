@@ -200,6 +200,7 @@ RUN_SETTINGS = {
     "loss_agg_mode": "actor_rollout_ref.actor.loss_agg_mode",
     "entropy_coeff": "actor_rollout_ref.actor.entropy_coeff",
     "ppo_epochs": "actor_rollout_ref.actor.ppo_epochs",
+    "old_log_probs_from_rollout": "algorithm.rollout_correction.bypass_mode",
     "ppo_mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
     "train_batch_size": "data.train_batch_size",
     "rollout_n": "actor_rollout_ref.rollout.n",

@@ -50,6 +50,7 @@ def test_demo_quick(tmp_path):
     settings = grpo["settings"]
     assert settings["algorithm"] == "grpo" and settings["reward_manager"] == "HipragRewardManager"
     assert {"lr", "use_kl_loss", "kl_loss_coef", "clip_ratio_low", "clip_ratio_high"} <= set(settings)
+    assert settings["old_log_probs_from_rollout"] is True
     # Bypass mode: the old log-probs are the rollout's, so PPO's KL measures the rollout-vs-actor gap. Observation
     # tokens carry rollout log-prob 0.0; were any in the loss mask, it would be O(1e-2) or more.
     assert "training/rollout_probs_diff_max" not in grpo["steps"]["1"]  # no recomputed old log-probs
