@@ -85,8 +85,10 @@ def settings_for(quick: bool, work_dir: Path, data_dir: Path) -> PipelineSetting
         data_dir=data_dir,
         eval_limit=10,
         train_limit=50,
-        demo_limits={"common": 15},  # mostly searching demonstrations: docs/warmstart.md, section 4
+        # mostly searching demonstrations, 58 of them (docs/warmstart.md, section 4); GRPO draws from all 150
+        demo_limits={"single_hop": 25, "multi_hop": 25, "common": 8},
         sft_epochs=1,
+        sft_batch_size=4,
         grpo_steps=2,
         grpo_batch_size=4,
         grpo_rollout_n=4,
@@ -317,7 +319,8 @@ def add_warm_start_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SET=N",
-        help="Cap the demonstrations of one set, after --train-limit (repeatable; default common=15).",
+        help="Cap the demonstrations of one set, after --train-limit (repeatable; replaces the default caps "
+        "single_hop=25, multi_hop=25, common=8).",
     )
 
 

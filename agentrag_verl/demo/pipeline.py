@@ -457,8 +457,6 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
         "+reward.reward_kwargs.judge.model=standin-judge",
         "+reward.reward_kwargs.judge.api_key_env=null",
         *(f"+reward.reward_kwargs.{k}={v}" for k, v in HIPRAG_CPU_REWARD.items()),
-        "data.max_prompt_length=1024",
-        "actor_rollout_ref.rollout.prompt_length=1024",
         f"actor_rollout_ref.actor.optim.lr={s.grpo_lr}",
         f"actor_rollout_ref.actor.use_kl_loss={str(use_kl).lower()}",
         f"actor_rollout_ref.actor.kl_loss_coef={s.grpo_kl_coef}",
@@ -510,6 +508,11 @@ def grpo_stage(
             if (model / "config.json").exists():
                 return previous
     train, val = training_parquets(settings)
+    from agentrag_verl.local_cpu.data import longest_prompt_tokens
+
+    # verl pads every prompt to this length and the CPU actor computes over the padding: size it to the data
+    # (about 110 tokens with the compact prompt; 1024 made each sample 1792 positions instead of 896)
+    prompt_length = -(-longest_prompt_tokens([train, val], sft_model) // 32) * 32
     # train-local starts from step 1 (it clears its checkpoints): an earlier run's trajectories must not stay beside
     # this run's, or rollout_searches would count them
     shutil.rmtree(rollouts_dir(settings, name), ignore_errors=True)
@@ -519,7 +522,8 @@ def grpo_stage(
         f"--agent-name={settings.format}_agent", "--reward-module=pkg://agentrag_verl.methods.hiprag.manager",
         "--reward-name=HipragRewardManager", f"--train-files={train}", f"--val-files={val}",
         f"--steps={settings.grpo_steps}", f"--batch-size={settings.grpo_batch_size}",
-        f"--rollout-n={settings.grpo_rollout_n}", f"--response-length={settings.response_length}",
+        f"--rollout-n={settings.grpo_rollout_n}", f"--prompt-length={prompt_length}",
+        f"--response-length={settings.response_length}",
         f"--min-free-gib={settings.min_free_gib}", "--", *grpo_overrides(settings, retriever_url, judge_url),
         # every step's trajectories (prompt, response, score) as <work>/rollouts/<step>.jsonl: what the policy wrote
         f"+trainer.rollout_data_dir={rollouts_dir(settings, name)}",

@@ -24,6 +24,9 @@ VLLM_CPU_ENV = {
     "VLLM_TARGET_DEVICE": "cpu",
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for a 135M model at 16 concurrent requests
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # 2 cores shared with the retriever and the eval process
+    # engine core in the API server's process (with --distributed-executor-backend uni, the model too): two Python
+    # processes fewer to start, 41 -> 31 s until ready, and no cross-process hops per token (151 -> 174 tokens/s)
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "HF_HUB_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
@@ -49,6 +52,7 @@ def vllm_command(model_dir: Path, port: int, served_name: str, max_model_len: in
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
         "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
         "--enforce-eager", "--max-model-len", str(max_model_len), "--disable-log-stats",
+        "--distributed-executor-backend", "uni",
     ]  # fmt: skip
 
 

@@ -205,6 +205,7 @@ RUN_SETTINGS = {
     "train_batch_size": "data.train_batch_size",
     "rollout_n": "actor_rollout_ref.rollout.n",
     "temperature": "actor_rollout_ref.rollout.temperature",
+    "max_prompt_length": "data.max_prompt_length",
     "max_response_length": "data.max_response_length",
     "total_training_steps": "trainer.total_training_steps",
     "reward_manager": "reward.reward_manager.name",
@@ -329,6 +330,7 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         batch_size=args.batch_size,
         rollout_n=args.rollout_n,
+        prompt_length=args.prompt_length,
         response_length=args.response_length,
         ray_address=args.ray_address,
     )
@@ -416,6 +418,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--steps", type=positive_int, default=2, help="Training steps (trainer.total_training_steps).")
     p.add_argument("--batch-size", type=positive_int, default=4, help="Prompts per step (data.train_batch_size).")
     p.add_argument("--rollout-n", type=positive_int, default=2, help="Responses per prompt (GRPO group size).")
+    p.add_argument(
+        "--prompt-length",
+        type=positive_int,
+        default=512,
+        help="data.max_prompt_length in tokens (every prompt is padded to it; longer ones are dropped).",
+    )
     p.add_argument("--response-length", type=positive_int, default=32, help="data.max_response_length in tokens.")
     p.add_argument(
         "--min-free-gib", type=non_negative_float, default=DEFAULT_MIN_FREE_GIB, help="Refuse to start below this."

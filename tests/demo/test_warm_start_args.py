@@ -20,7 +20,7 @@ def parse(*argv):
 
 def test_defaults_are_the_demo_sizes():
     s = parse()
-    assert s.train_limit == 50 and s.demo_limits == {"common": 15}
+    assert s.train_limit == 50 and s.demo_limits == {"single_hop": 25, "multi_hop": 25, "common": 8}
 
 
 def test_all_questions_and_set_caps():
