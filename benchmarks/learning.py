@@ -117,13 +117,18 @@ def main() -> int:
         return f"{r[key][0]}/{r[key][1]}" if r and r[key][1] else "-"
 
     print("\nGRPO settings:", json.dumps(grpo.get("settings")))
-    print("step  reward_mean  reward_min  reward_max  response_len  searched(common)  searched(corpus)  wall_s")
+    print("(common right: right answers on common-knowledge questions with / without a search; judged over-search:")
+    print(" right, searching ones paid less than the full HiPRAG bonus)")
+    print("step  reward_mean  reward_min  reward_max  response_len  searched(common)  searched(corpus)  "
+          "common right  judged over-search  wall_s")  # fmt: skip
     for c in curve:
         wall = grpo.get("step_wall_s", {}).get(str(c["step"]), grpo.get("step_wall_s", {}).get(c["step"], "-"))
         r = searches.get(c["step"])
+        right = f"{r['right_common'][0]} / {r['right_common'][1]}" if r else "-"
+        over = r["over_search_common"] if r else "-"
         print(f"{c['step']:>4}  {c['mean']:>11.4f}  {c['min']:>10.4f}  {c['max']:>10.4f}  "
               f"{c['response_length']:>12.1f}  {searched(r, 'searched_common'):>16}  "
-              f"{searched(r, 'searched_corpus'):>16}  {wall}")  # fmt: skip
+              f"{searched(r, 'searched_corpus'):>16}  {right:>12}  {over:>18}  {wall}")  # fmt: skip
     header, rows = stage_table([warm, after])
     print("\nHeld-out mini-wiki test sets (greedy; mean ±95% CI):")
     print(markdown(header, rows))

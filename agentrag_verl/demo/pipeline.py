@@ -412,10 +412,22 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
     The reward curve cannot tell a policy that learned when to search from one that stopped searching everywhere;
     this can. Each trajectory's set is that of the (longest) training question its prompt contains.
 
+    On common-knowledge questions it also counts, from each trajectory's HiPRAG score (the pipeline's reward, default
+    λf and λp): ``right_common`` = [right answers among those that searched, among those that did not], and
+    ``over_search_common`` = right, well-formed searching trajectories paid less than the full process bonus (a step
+    judged over-search). Together they say whether skipping the search could pay: the reward favours it only where
+    answers without a search are right about as often and searches are judged needless.
+
     Returns:
-        ``[{"step", "trajectories", "searched_common": [searched, n], "searched_corpus": [searched, n]}, ...]``.
+        ``[{"step", "trajectories", "searched_common": [searched, n], "searched_corpus": [searched, n],
+        "right_common": [right & searched, right & not searched], "over_search_common": k}, ...]``.
     """
     from agentrag_verl.formats import get_format
+    from agentrag_verl.methods.hiprag.reward import hierarchical_reward
+
+    right_from = hierarchical_reward(True, False, 1, 0) - 1e-6  # A = 1 scores at least 1 - λf
+    full = hierarchical_reward(True, True, 1, 1) - 1e-6  # A = F = 1 and every step optimal: 1 + λp
+    formatted = hierarchical_reward(True, True, 1, 0) - 1e-6
 
     search_open = get_format(settings.format).action_spec.search_tags[0]
     questions = sorted(
@@ -426,20 +438,27 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
     folder = rollouts_dir(settings, name)
     for path in sorted(folder.glob("*.jsonl"), key=lambda f: int(f.stem)) if folder.is_dir() else []:
         counts = {"common": [0, 0], "corpus": [0, 0]}
+        right_common, over_search_common = [0, 0], 0
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         for r in records:
             ds = next((d for q, d in questions if q in r["input"]), None)
             if ds is None:
                 continue
+            searched = search_open in r["output"]
             c = counts["common" if ds == "common" else "corpus"]
-            c[0] += search_open in r["output"]
+            c[0] += searched
             c[1] += 1
+            if ds == "common" and r["score"] >= right_from:
+                right_common[0 if searched else 1] += 1
+                over_search_common += searched and formatted <= r["score"] < full
         out.append(
             {
                 "step": int(path.stem),
                 "trajectories": len(records),
                 "searched_common": counts["common"],
                 "searched_corpus": counts["corpus"],
+                "right_common": right_common,
+                "over_search_common": over_search_common,
             }
         )
     return out

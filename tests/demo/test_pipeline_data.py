@@ -41,9 +41,9 @@ def test_rollout_searches_counts_searching_trajectories_per_kind_of_question(tmp
     qs = demo_questions(s)
     common, single, multi = qs["common"][0].question, qs["single_hop"][0].question, qs["multi_hop"][1].question
 
-    def line(question: str, response: str) -> str:
+    def line(question: str, response: str, score: float = 0.2) -> str:
         prompt = f"system\nAnswer with steps.\nuser\nQuestion: {question}\nassistant\n"
-        return json.dumps({"input": prompt, "output": response, "score": 0.2, "step": 1}) + "\n"
+        return json.dumps({"input": prompt, "output": response, "score": score, "step": 1}) + "\n"
 
     search = "<think>\n<step>\n<reasoning>r</reasoning>\n<search>q</search><context>d</context>"
     direct = "<think>\n<step>\n<reasoning>r</reasoning>\n<conclusion>c</conclusion>\n</step>\n</think>"
@@ -55,7 +55,24 @@ def test_rollout_searches_counts_searching_trajectories_per_kind_of_question(tmp
 
     got = rollout_searches(s, "grpo_bench")
     assert [r["step"] for r in got] == [1, 2, 10]  # numeric order, not file-name order
-    assert got[0] == {"step": 1, "trajectories": 3, "searched_common": [1, 2], "searched_corpus": [1, 1]}
+    assert got[0] == {
+        "step": 1,
+        "trajectories": 3,
+        "searched_common": [1, 2],
+        "searched_corpus": [1, 1],
+        "right_common": [0, 0],  # every score 0.2: wrong
+        "over_search_common": 0,
+    }
     assert got[1]["searched_corpus"] == [0, 2] and got[1]["searched_common"] == [0, 0]  # unknown question skipped
     assert got[1]["trajectories"] == 3 and got[2]["searched_common"] == [0, 1]
     assert rollout_searches(s, "no_such_run") == []
+
+    # HiPRAG scores (λf 0.2, λp 0.4) of common-question trajectories: 1.0 = right, formatted, its one search step
+    # judged over-search; 1.4 = right with the full bonus; 0.8 = right without format; 0.2 = wrong
+    (folder / "11.jsonl").write_text(
+        line(common, search, 1.0) + line(common, search, 1.4) + line(common, search, 0.8)
+        + line(common, search, 0.2) + line(common, direct, 1.4) + line(single, search, 1.0)
+    )  # fmt: skip
+    step11 = rollout_searches(s, "grpo_bench")[-1]
+    assert step11["step"] == 11 and step11["searched_common"] == [4, 5]
+    assert step11["right_common"] == [3, 1] and step11["over_search_common"] == 1
