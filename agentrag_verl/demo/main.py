@@ -89,6 +89,7 @@ def settings_for(quick: bool, work_dir: Path, data_dir: Path) -> PipelineSetting
         demo_limits={"single_hop": 25, "multi_hop": 25, "common": 8},
         sft_epochs=1,
         sft_batch_size=4,
+        grpo_val_limit=0,  # the eval after GRPO measures it; main_ppo's own check of 3 questions cost 20 s
         grpo_steps=2,
         grpo_batch_size=4,
         grpo_rollout_n=4,

@@ -95,7 +95,8 @@ class PipelineSettings:
     grpo_clip_low: float = 0.2
     grpo_clip_high: float = 0.28
     grpo_val_limit: int = 4
-    """Validation questions inside main_ppo (its own check; the stage evals are separate)."""
+    """Validation questions inside main_ppo after the last step (its own check; the stage evals are separate).
+    0 = no validation inside main_ppo (main_ppo still loads one question: its dataset cannot be empty)."""
     min_free_gib: float = 8.0
     extra_train_overrides: list[str] = field(default_factory=list)
 
@@ -392,7 +393,7 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
         )
     out = settings.work_dir / "grpo_data"
     return write_parquet(train, out / "train.parquet"), write_parquet(
-        val[: settings.grpo_val_limit], out / "val.parquet"
+        val[: max(1, settings.grpo_val_limit)], out / "val.parquet"
     )
 
 
@@ -493,6 +494,7 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
         # bypass mode; docs/warmstart.md, section 3): in fp32 on CPU the two agree to ~2e-5 per token, and the
         # recomputation cost 35-65 s of each step. actor/ppo_kl then measures the rollout-vs-actor gap.
         "algorithm.rollout_correction.bypass_mode=true",
+        *(["trainer.test_freq=-1"] if s.grpo_val_limit == 0 else []),
     ]
     return out + list(s.extra_train_overrides)
 

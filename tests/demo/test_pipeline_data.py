@@ -76,3 +76,18 @@ def test_rollout_searches_counts_searching_trajectories_per_kind_of_question(tmp
     step11 = rollout_searches(s, "grpo_bench")[-1]
     assert step11["step"] == 11 and step11["searched_common"] == [4, 5]
     assert step11["right_common"] == [3, 1] and step11["over_search_common"] == 1
+
+
+def test_grpo_stage_skips_main_ppo_validation_when_the_limit_is_zero(tmp_path):
+    """The demo measures the trained policy with its own eval; main_ppo's validation is then skipped, and its
+    validation file still holds one question (verl cannot build an empty dataset)."""
+    import pandas as pd
+
+    from agentrag_verl.demo.pipeline import grpo_overrides, training_parquets
+
+    s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, train_limit=2, grpo_val_limit=0)
+    assert "trainer.test_freq=-1" in grpo_overrides(s, "http://r", "http://j")
+    assert len(pd.read_parquet(training_parquets(s)[1])) == 1
+    s.grpo_val_limit = 4
+    assert not any(o.startswith("trainer.test_freq") for o in grpo_overrides(s, "http://r", "http://j"))
+    assert len(pd.read_parquet(training_parquets(s)[1])) == 3  # one per test set
