@@ -529,11 +529,6 @@ def grpo_stage(
             if (model / "config.json").exists():
                 return previous
     train, val = training_parquets(settings)
-    from agentrag_verl.local_cpu.data import longest_prompt_tokens
-
-    # verl pads every prompt to this length and the CPU actor computes over the padding: size it to the data
-    # (about 110 tokens with the compact prompt; 1024 made each sample 1792 positions instead of 896)
-    prompt_length = -(-longest_prompt_tokens([train, val], sft_model) // 32) * 32
     # train-local starts from step 1 (it clears its checkpoints): an earlier run's trajectories must not stay beside
     # this run's, or rollout_searches would count them
     shutil.rmtree(rollouts_dir(settings, name), ignore_errors=True)
@@ -543,7 +538,7 @@ def grpo_stage(
         f"--agent-name={settings.format}_agent", "--reward-module=pkg://agentrag_verl.methods.hiprag.manager",
         "--reward-name=HipragRewardManager", f"--train-files={train}", f"--val-files={val}",
         f"--steps={settings.grpo_steps}", f"--batch-size={settings.grpo_batch_size}",
-        f"--rollout-n={settings.grpo_rollout_n}", f"--prompt-length={prompt_length}",
+        f"--rollout-n={settings.grpo_rollout_n}", "--prompt-length=1024",
         f"--response-length={settings.response_length}",
         f"--min-free-gib={settings.min_free_gib}", "--", *grpo_overrides(settings, retriever_url, judge_url),
         # every step's trajectories (prompt, response, score) as <work>/rollouts/<step>.jsonl: what the policy wrote

@@ -40,24 +40,3 @@ def write_parquet(rows: list[dict], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(path)
     return path
-
-
-def longest_prompt_tokens(paths: Iterable[Path], tokenizer_dir: Path) -> int:
-    """Tokens of the longest prompt in the verl parquets ``paths``, as the rollout sees it (the tokenizer's chat
-    template with the generation prompt): what ``data.max_prompt_length`` must hold.
-
-    verl pads every prompt to ``rollout.prompt_length`` and, without remove-padding (CPU), the actor computes over
-    every padded position, so a prompt length sized to the data rather than a round guess is training time saved.
-    """
-    import pandas as pd
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    longest = 0
-    for path in paths:
-        for messages in pd.read_parquet(path)["prompt"]:
-            ids = tokenizer.apply_chat_template(
-                [dict(m) for m in messages], add_generation_prompt=True, tokenize=True, return_dict=False
-            )
-            longest = max(longest, len(ids))
-    return longest

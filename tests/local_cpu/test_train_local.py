@@ -119,22 +119,6 @@ def test_cpu_mode_activates_only_when_selected():
     assert plain.stdout.strip().endswith("False")  # GPU users never load the CPU mode
 
 
-def test_longest_prompt_tokens_counts_the_chat_template(tmp_path, tiny_model_dir):
-    """The prompt length the demo's GRPO stage pads to is the longest prompt as the rollout tokenizes it."""
-    from transformers import AutoTokenizer
-
-    from agentrag_verl.local_cpu.data import longest_prompt_tokens, qa_to_verl_rows, write_parquet
-
-    qa = [{"id": str(i), "question": "word " * n, "golden_answers": ["x"]} for i, n in enumerate((3, 40, 7))]
-    rows = qa_to_verl_rows(qa, split="train", data_source="nq", format_name="searchr1")
-    a = write_parquet(rows[:1], tmp_path / "a.parquet")
-    b = write_parquet(rows[1:], tmp_path / "b.parquet")
-    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
-    expected = [len(tok.apply_chat_template(r["prompt"], add_generation_prompt=True, return_dict=False)) for r in rows]
-    assert longest_prompt_tokens([a, b], tiny_model_dir) == max(expected) == expected[1]
-    assert longest_prompt_tokens([a], tiny_model_dir) == expected[0] < expected[1]
-
-
 def test_prompt_length_reaches_data_and_rollout_config():
     overrides = train_local.cpu_overrides(
         model_path=Path("/m"),
