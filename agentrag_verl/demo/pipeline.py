@@ -424,8 +424,9 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
         "right_common": [right & searched, right & not searched], "over_search_common": k}, ...]``.
     """
     from agentrag_verl.formats import get_format
-    from agentrag_verl.methods.hiprag.reward import hierarchical_reward
+    from agentrag_verl.registry import method_module
 
+    hierarchical_reward = method_module("hiprag", "reward").hierarchical_reward
     right_from = hierarchical_reward(True, False, 1, 0) - 1e-6  # A = 1 scores at least 1 - λf
     full = hierarchical_reward(True, True, 1, 1) - 1e-6  # A = F = 1 and every step optimal: 1 + λp
     formatted = hierarchical_reward(True, True, 1, 0) - 1e-6
