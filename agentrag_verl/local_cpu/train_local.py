@@ -422,7 +422,7 @@ def add_parser(subparsers) -> None:
         "--prompt-length",
         type=positive_int,
         default=512,
-        help="data.max_prompt_length in tokens (every prompt is padded to it; longer ones are dropped).",
+        help="data.max_prompt_length in tokens (verl drops longer prompts: data.filter_overlong_prompts).",
     )
     p.add_argument("--response-length", type=positive_int, default=32, help="data.max_response_length in tokens.")
     p.add_argument(

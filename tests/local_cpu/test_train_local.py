@@ -119,7 +119,7 @@ def test_cpu_mode_activates_only_when_selected():
     assert plain.stdout.strip().endswith("False")  # GPU users never load the CPU mode
 
 
-def test_prompt_length_reaches_data_and_rollout_config():
+def test_prompt_length_reaches_the_data_config_and_the_run_summary():
     overrides = train_local.cpu_overrides(
         model_path=Path("/m"),
         train_files="/t.parquet",
