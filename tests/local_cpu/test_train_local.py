@@ -11,14 +11,19 @@ from agentrag_verl.local_cpu.patches import normalize_backend
 from agentrag_verl.local_cpu.report import parse_metrics, summarize_log
 
 
-def test_user_overrides_replace_ours_key_by_key():
-    ours = train_local.cpu_overrides(
+def cpu_overrides(**sizes):
+    return train_local.cpu_overrides(
         model_path=Path("/m"),
         train_files="/t.parquet",
         val_files="/v.parquet",
         checkpoint_dir=Path("/c"),
         ray_temp_dir=Path("/r"),
+        **sizes,
     )
+
+
+def test_user_overrides_replace_ours_key_by_key():
+    ours = cpu_overrides()
     merged = train_local.merge_overrides(
         ours, ["actor_rollout_ref.rollout.n=5", "+actor_rollout_ref.rollout.enable_sleep_mode=true"]
     )
@@ -120,15 +125,7 @@ def test_cpu_mode_activates_only_when_selected():
 
 
 def test_prompt_length_reaches_the_data_config_and_the_run_summary():
-    overrides = train_local.cpu_overrides(
-        model_path=Path("/m"),
-        train_files="/t.parquet",
-        val_files="/v.parquet",
-        checkpoint_dir=Path("/c"),
-        ray_temp_dir=Path("/r"),
-        prompt_length=128,
-        response_length=768,
-    )
+    overrides = cpu_overrides(prompt_length=128, response_length=768)
     settings = train_local.run_settings(overrides, None, "ppo_trainer")
     assert settings["max_prompt_length"] == 128 and settings["max_response_length"] == 768
     assert "data.max_prompt_length=128" in overrides
