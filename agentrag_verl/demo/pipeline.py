@@ -90,6 +90,10 @@ class PipelineSettings:
     grpo_rollout_n: int = 4
     grpo_lr: float = 2e-6
     grpo_temperature: float = 1.0
+    grpo_reanswer_temperature: float | None = 0.0
+    """Sampling temperature of HiPRAG's over-search re-answers during GRPO (``aux_temperature``; None: the rollout's
+    temperature). Greedy (decision, docs/warmstart.md section 5): the detector asks whether the policy *knows* the
+    step's answer, as the greedy eval does; a temperature-1 re-answer of a 135M model is mostly noise."""
     grpo_kl_coef: float = 0.0
     """0 = no KL loss and no reference model (DAPO-style); > 0 adds verl's low_var_kl loss with this coefficient."""
     grpo_clip_low: float = 0.2
@@ -474,6 +478,7 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
         f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever_url}",
         f"+actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens={s.max_observation_tokens}",
         f"+actor_rollout_ref.rollout.custom.agentrag.reanswer_max_tokens={s.reanswer_max_tokens}",
+        f"+actor_rollout_ref.rollout.custom.agentrag.aux_temperature={_hydra(s.grpo_reanswer_temperature)}",
         f"+reward.reward_kwargs.judge.base_url={judge_url}",
         "+reward.reward_kwargs.judge.model=standin-judge",
         "+reward.reward_kwargs.judge.api_key_env=null",
@@ -498,6 +503,11 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
         *(["trainer.test_freq=-1"] if s.grpo_val_limit == 0 else []),
     ]
     return out + list(s.extra_train_overrides)
+
+
+def _hydra(value: Any) -> str:
+    """A Python scalar as a Hydra override value (None -> null)."""
+    return "null" if value is None else str(value)
 
 
 def grpo_stage(

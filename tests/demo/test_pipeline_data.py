@@ -91,3 +91,15 @@ def test_grpo_stage_skips_main_ppo_validation_when_the_limit_is_zero(tmp_path):
     s.grpo_val_limit = 4
     assert not any(o.startswith("trainer.test_freq") for o in grpo_overrides(s, "http://r", "http://j"))
     assert len(pd.read_parquet(training_parquets(s)[1])) == 3  # one per test set
+
+
+def test_grpo_reanswers_are_greedy_by_default(tmp_path):
+    """HiPRAG's over-search detector asks what the policy knows: its re-answers are greedy during GRPO (as in the
+    greedy eval) unless the settings say otherwise; None hands the rollout's temperature back to the agent loop."""
+    from agentrag_verl.demo.pipeline import grpo_overrides
+
+    key = "+actor_rollout_ref.rollout.custom.agentrag.aux_temperature="
+    s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR)
+    assert key + "0.0" in grpo_overrides(s, "http://r", "http://j")
+    s.grpo_reanswer_temperature = None
+    assert key + "null" in grpo_overrides(s, "http://r", "http://j")
