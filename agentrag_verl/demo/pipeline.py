@@ -98,6 +98,11 @@ class PipelineSettings:
     """0 = no KL loss and no reference model (DAPO-style); > 0 adds verl's low_var_kl loss with this coefficient."""
     grpo_clip_low: float = 0.2
     grpo_clip_high: float = 0.28
+    grpo_micro_batch_size: int = 4
+    """Trajectories per forward/backward pass of the actor update. Memory, not speed: the update of 6 x 4
+    trajectories in micro-batches of 6 peaked at 13.6 GB in the actor process (the box's total use at 22.2 of 24 GB,
+    where Ray kills workers at 95%); the engine pads each micro-batch to its longest sample, so smaller ones pad
+    less."""
     grpo_val_limit: int = 4
     """Validation questions inside main_ppo after the last step (its own check; the stage evals are separate).
     0 = no validation inside main_ppo (main_ppo still loads one question: its dataset cannot be empty)."""
@@ -474,6 +479,7 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
     """Hydra overrides of the GRPO stage on top of ``train-local``'s CPU settings (each one visible in the log)."""
     s = settings
     use_kl = s.grpo_kl_coef > 0
+    micro = max(1, min(s.grpo_micro_batch_size, s.grpo_batch_size * s.grpo_rollout_n))
     out = [
         f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever_url}",
         f"+actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens={s.max_observation_tokens}",
@@ -491,8 +497,8 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
         "actor_rollout_ref.actor.loss_agg_mode=token-mean",
         f"actor_rollout_ref.rollout.temperature={s.grpo_temperature}",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
-        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={max(1, min(8, s.grpo_batch_size))}",
-        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={max(1, min(8, s.grpo_batch_size))}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
         "actor_rollout_ref.rollout.max_num_seqs=32",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={s.grpo_batch_size}",
         "trainer.val_before_train=false",
