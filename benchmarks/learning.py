@@ -1,10 +1,11 @@
 """Does training with agentrag-verl make a better search agent? Warm start, then GRPO, on one CPU machine.
 
-SmolLM2-135M-Instruct, HiPRAG format and reward ("over-search only" with the rule-based stand-in judge), the
-mini-wiki corpus behind the real retriever. Stages (:mod:`agentrag_verl.demo.pipeline`, cached in ``--work-dir``):
-eval of the warm start (SFT on the scripted stand-in teacher's demonstrations), ``--steps`` GRPO steps through verl's
-``main_ppo`` (``agentrag-verl train-local``), eval after RL. Not part of CI (over an hour on 2 cores; latest figures
-in ``benchmarks/README.md``).
+SmolLM2-135M-Instruct, HiPRAG format and reward ("over-search only" with the rule-based stand-in judge; the
+policy's over-search re-answers greedy, as in eval), the mini-wiki corpus behind the real retriever. Stages
+(:mod:`agentrag_verl.demo.pipeline`, cached in ``--work-dir``): eval of the warm start (SFT on the scripted stand-in
+teacher's demonstrations), ``--steps`` GRPO steps through verl's ``main_ppo`` (``agentrag-verl train-local``), eval
+after RL. Not part of CI (about 50 min on 2 cores with the warm start cached; latest figures in
+``benchmarks/README.md``).
 
 Prints, per GRPO step, the training reward and how many trajectories searched on common-knowledge and on corpus
 questions (from verl's dump of every trajectory, ``<work-dir>/grpo_bench/rollouts/<step>.jsonl``); the held-out
