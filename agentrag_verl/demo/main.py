@@ -63,7 +63,7 @@ COLUMNS = [
 
 
 def settings_for(quick: bool, work_dir: Path, data_dir: Path) -> PipelineSettings:
-    """Full (20.2 min on 2 cores from a fresh clone, measured; README) or ``--quick`` (CI) sizes."""
+    """Full (12.8-20.2 min on 2 cores from a fresh clone, measured; README) or ``--quick`` (CI) sizes."""
     if quick:
         return PipelineSettings(
             work_dir=work_dir,
