@@ -103,3 +103,16 @@ def test_grpo_reanswers_are_greedy_by_default(tmp_path):
     assert key + "0.0" in grpo_overrides(s, "http://r", "http://j")
     s.grpo_reanswer_temperature = None
     assert key + "null" in grpo_overrides(s, "http://r", "http://j")
+
+
+def test_grpo_actor_micro_batches_hold_at_most_four_trajectories(tmp_path):
+    """Memory bound of the actor update on a 24 GB box: micro-batches of at most ``grpo_micro_batch_size``
+    trajectories, never more than the step has."""
+    from agentrag_verl.demo.pipeline import grpo_overrides
+
+    def micro(**kw):
+        overrides = grpo_overrides(PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, **kw), "r", "j")
+        return [o.split("=")[1] for o in overrides if "micro_batch_size_per_gpu" in o]
+
+    assert micro(grpo_batch_size=6, grpo_rollout_n=4) == ["4", "4"]
+    assert micro(grpo_batch_size=1, grpo_rollout_n=2) == ["2", "2"]
