@@ -72,6 +72,12 @@ def main() -> int:
         help="Actor learning rate (default 3e-6; at 1e-5 the warm start stopped searching within 2 steps: "
         "docs/warmstart.md, section 5).",
     )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="Rollout temperature (default 1.0, HiPRAG's; docs/warmstart.md section 5 measures 0.6).",
+    )
     p.add_argument("--kl-coef", type=float, default=0.0)
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
     add_warm_start_args(p)
@@ -86,7 +92,7 @@ def main() -> int:
     apply_warm_start_args(s, args)
     s.eval_limit = args.eval_limit
     s.grpo_steps, s.grpo_batch_size, s.grpo_rollout_n = args.steps, args.batch_size, args.rollout_n
-    s.grpo_lr, s.grpo_kl_coef = args.lr, args.kl_coef
+    s.grpo_lr, s.grpo_kl_coef, s.grpo_temperature = args.lr, args.kl_coef, args.temperature
     walls: dict[str, float] = {}
     t0 = time.perf_counter()
 
