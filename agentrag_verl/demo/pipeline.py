@@ -39,6 +39,8 @@ __all__ = [
     "start_services",
     "stage_metrics",
     "eval_stage",
+    "eval_results",
+    "load_split",
     "demo_questions",
     "demos_stage",
     "sft_stage",
@@ -218,7 +220,8 @@ def start_services(settings: PipelineSettings, stack: ExitStack) -> tuple[Path, 
     return base_model, f"http://127.0.0.1:{port}/retrieve", judge.base_url
 
 
-def _load(settings: PipelineSettings, split: str, limit: int | None) -> dict[str, list[Any]]:
+def load_split(settings: PipelineSettings, split: str, limit: int | None) -> dict[str, list[Any]]:
+    """The mini-wiki sets of ``split`` (``train`` or ``test``), at most ``limit`` questions each (None: all)."""
     from agentrag_verl.eval.data import load_datasets
 
     return load_datasets([str(settings.data_dir)], split=split, limit=limit)
@@ -230,18 +233,26 @@ def eval_stage(
     settings: PipelineSettings,
     retriever_url: str,
     judge_url: str,
+    *,
+    datasets: Mapping[str, Sequence[Any]] | None = None,
+    temperature: float = 0.0,
 ) -> dict[str, Any]:
-    """Serve ``model_dir`` with vLLM, evaluate it (resumable, cached per stage ``name``), stop the server."""
+    """Serve ``model_dir`` with vLLM, evaluate it (resumable, cached per stage ``name``), stop the server.
+
+    ``datasets`` default to the test sets (``eval_limit`` questions each), answered greedily; with a ``temperature``
+    above 0 the policy samples, and HiPRAG's over-search re-answers stay greedy (as in the GRPO stage). The records
+    are in ``eval_results(settings, name)``.
+    """
     import asyncio
 
     from agentrag_verl.demo.servers import VLLM_CPU_ENV, BackgroundServer, free_port, vllm_command
     from agentrag_verl.eval.harness import EvalConfig, evaluate, read_results
     from agentrag_verl.eval.runner import RunnerConfig
 
-    datasets = _load(settings, "test", settings.eval_limit)
-    out = settings.work_dir / "eval" / name
+    datasets = datasets if datasets is not None else load_split(settings, "test", settings.eval_limit)
+    results = eval_results(settings, name)
+    out = results.parent.parent
     keys = {q.key for qs in datasets.values() for q in qs}
-    results = out / settings.format / "results.jsonl"
     config_kwargs = dict(
         formats=[settings.format],
         out_dir=str(out),
@@ -278,11 +289,12 @@ def eval_stage(
             retriever_url=retriever_url,
             prompt_length=1024,
             response_length=settings.response_length,
-            temperature=0.0,
+            temperature=temperature,
             prompt_name=settings.prompt_name,
             loop_options={
                 "max_observation_tokens": settings.max_observation_tokens,
                 "reanswer_max_tokens": settings.reanswer_max_tokens,
+                **({"aux_temperature": 0.0} if temperature > 0 else {}),
             },
         )
         config = EvalConfig(runner=runner, **config_kwargs)
@@ -294,9 +306,14 @@ def eval_stage(
     return {"stage": name, "model": str(model_dir), "cached": False, **stage_metrics(records, settings.format)}
 
 
+def eval_results(settings: PipelineSettings, name: str) -> Path:
+    """The results file (one JSON record per question) of the eval stage ``name``."""
+    return settings.work_dir / "eval" / name / settings.format / "results.jsonl"
+
+
 def demo_questions(settings: PipelineSettings) -> dict[str, list[Any]]:
     """The training questions that get a demonstration: ``train_limit`` per set, then ``demo_limits``."""
-    datasets = _load(settings, "train", settings.train_limit)
+    datasets = load_split(settings, "train", settings.train_limit)
     return {ds: qs[: settings.demo_limits.get(ds, len(qs))] for ds, qs in datasets.items()}
 
 
@@ -383,7 +400,7 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
     from agentrag_verl.local_cpu.data import qa_to_verl_rows, write_parquet
 
     train, val = [], []
-    for ds, qs in _load(settings, "train", settings.train_limit).items():
+    for ds, qs in load_split(settings, "train", settings.train_limit).items():
         train += qa_to_verl_rows(
             [_row(q) for q in qs],
             split="train",
@@ -392,7 +409,7 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
             prompt_name=settings.prompt_name,
         )
     per_set = max(1, settings.grpo_val_limit // 3)
-    for ds, qs in _load(settings, "test", per_set).items():
+    for ds, qs in load_split(settings, "test", per_set).items():
         val += qa_to_verl_rows(
             [_row(q) for q in qs],
             split="test",
@@ -442,7 +459,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
 
     search_open = get_format(settings.format).action_spec.search_tags[0]
     questions = sorted(
-        ((q.question, ds) for ds, qs in _load(settings, "train", settings.train_limit).items() for q in qs),
+        ((q.question, ds) for ds, qs in load_split(settings, "train", settings.train_limit).items() for q in qs),
         key=lambda item: -len(item[0]),
     )
     out = []
