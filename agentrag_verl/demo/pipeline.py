@@ -94,7 +94,7 @@ class PipelineSettings:
     grpo_temperature: float = 1.0
     grpo_reanswer_temperature: float | None = 0.0
     """Sampling temperature of HiPRAG's over-search re-answers during GRPO (``aux_temperature``; None: the rollout's
-    temperature). Greedy (decision, docs/warmstart.md section 5): the detector asks whether the policy *knows* the
+    temperature). Greedy (decision, docs/warmstart.md section 4): the detector asks whether the policy *knows* the
     step's answer, as the greedy eval does; a temperature-1 re-answer of a 135M model is mostly noise."""
     grpo_kl_coef: float = 0.0
     """0 = no KL loss and no reference model (DAPO-style); > 0 adds verl's low_var_kl loss with this coefficient."""
@@ -240,8 +240,8 @@ def eval_stage(
     """Serve ``model_dir`` with vLLM, evaluate it (resumable, cached per stage ``name``), stop the server.
 
     ``datasets`` default to the test sets (``eval_limit`` questions each), answered greedily; with a ``temperature``
-    above 0 the policy samples, and HiPRAG's over-search re-answers stay greedy (as in the GRPO stage). The records
-    are in ``eval_results(settings, name)``.
+    above 0 the policy samples, and HiPRAG's over-search re-answers follow ``grpo_reanswer_temperature`` (as in
+    the GRPO stage). The records are in ``eval_results(settings, name)``.
     """
     import asyncio
 
@@ -294,7 +294,8 @@ def eval_stage(
             loop_options={
                 "max_observation_tokens": settings.max_observation_tokens,
                 "reanswer_max_tokens": settings.reanswer_max_tokens,
-                **({"aux_temperature": 0.0} if temperature > 0 else {}),
+                # a sampled eval re-answers as the GRPO stage does (greedy eval: greedy anyway, fingerprint unchanged)
+                **({"aux_temperature": settings.grpo_reanswer_temperature} if temperature > 0 else {}),
             },
         )
         config = EvalConfig(runner=runner, **config_kwargs)
