@@ -49,6 +49,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from retriever_server.threads import quiet_openmp
+
 ROOT = Path(__file__).resolve().parents[1]
 
 WORDS = (
@@ -90,7 +92,7 @@ def synthetic_index(out: Path, passages: int, model: str, seed: int = 0) -> Path
     import numpy as np
 
     from agentrag_verl.data.corpus import Passage, write_corpus
-    from retriever_server.build import CORPUS_DIR, EMBEDDINGS_FILE, INDEX_FILE, META_FILE
+    from retriever_server.build import CORPUS_DIR, EMBEDDINGS_FILE, INDEX_FILE, META_FILE, _part_sizes
     from retriever_server.corpus_store import convert_corpus
     from retriever_server.encoders import Encoder, EncoderConfig
     from retriever_server.search import import_faiss
@@ -111,6 +113,7 @@ def synthetic_index(out: Path, passages: int, model: str, seed: int = 0) -> Path
     index.add(vectors)
     faiss.write_index(index, str(out / INDEX_FILE))
     meta = {"encoder": enc_config.to_dict(), "num_passages": passages, "dim": dim, "index_type": "Flat"}
+    meta["files"] = _part_sizes(out, [{"bytes": (out / INDEX_FILE).stat().st_size}])  # what `serve` checks
     (out / META_FILE).write_text(json.dumps(meta))
     return out
 
@@ -370,6 +373,7 @@ def main() -> int:
     parser.add_argument("--server-args", default="", help="extra `serve` flags for the batching-on server")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
+    quiet_openmp()  # the in-process bound runs as the server does (retriever_server.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     info = machine()

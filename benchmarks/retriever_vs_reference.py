@@ -59,6 +59,8 @@ from retriever_load import (
     synthetic_index,
 )
 
+from retriever_server.threads import quiet_openmp
+
 LAUNCH = "--launch-reference"
 
 
@@ -86,7 +88,7 @@ def launch_reference(argv: list[str]) -> None:
     runpy.run_path(script, run_name="__main__")
 
 
-def start_reference(script: Path, port: int, index_file: Path, corpus: Path, model: str, log: Path):
+def start_reference(script: Path, port: int, index_file: Path, corpus: Path, model: str, log: Path, env: dict):
     """Start the reference server and wait until ``/retrieve`` answers (it has no ``/health``; without
     ``return_scores: true`` it fails with 500, so every request here sends it, as Search-R1's own client does)."""
     import httpx
@@ -95,7 +97,7 @@ def start_reference(script: Path, port: int, index_file: Path, corpus: Path, mod
     cmd += ["--index_path", str(index_file), "--corpus_path", str(corpus), "--topk", "3"]
     cmd += ["--retriever_name", "minilm", "--retriever_model", model]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -155,18 +157,34 @@ def main() -> int:
     parser.add_argument(
         "--loads", default="1x1,8x1,64x1,256x1,1x64", help="CxQ list: C clients x Q queries per request (default all)"
     )
+    parser.add_argument(
+        "--reference-openmp",
+        action="store_true",
+        help="give the reference our server's OpenMP setting too (default: the environment as it was)",
+    )
     parser.add_argument("--json", help="also write the results to this JSON file")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a check fails")
     args = parser.parse_args()
     loads = [tuple(int(n) for n in item.split("x")) for item in args.loads.split(",")]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    # The in-process bound runs with the OpenMP setting our server gives itself (retriever_server.threads): the
+    # faster of the two. The reference runs in the environment as it was, as its users run it.
+    reference_env = dict(os.environ)
+    openmp = quiet_openmp()
+    if args.reference_openmp:
+        reference_env.update(openmp)
     reference = Path(args.reference).resolve()
     if not reference.is_file():
         parser.error(f"--reference {reference} is not a file; pass Search-R1's search_r1/search/retrieval_server.py")
 
     info = machine()
     print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()), flush=True)
+    print(
+        f"OpenMP: ours and the bound {openmp or 'as set by the user'}, the reference "
+        f"{openmp if args.reference_openmp else 'as the environment was'}",
+        flush=True,
+    )
     queries = make_queries(512)
     with tempfile.TemporaryDirectory(prefix="retriever-vs-reference-") as tmp:
         if args.model is None:
@@ -190,7 +208,9 @@ def main() -> int:
         ours = start_server(index_dir, ours_port, args.server_args.split())
         log = Path(tmp) / "reference.log"
         try:
-            ref = start_reference(reference, ref_port, index_dir / "index.faiss", corpus, args.model, log)
+            ref = start_reference(
+                reference, ref_port, index_dir / "index.faiss", corpus, args.model, log, reference_env
+            )
         except Exception:
             ours.terminate()
             raise

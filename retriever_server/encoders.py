@@ -180,8 +180,6 @@ class Encoder:
     tokenizer: Any = field(repr=False)
     device: str = "cpu"
     dtype_name: str = "float32"
-    cpu_threads: int = 0
-    """torch's CPU threads for batches of 2 or more texts (0: leave torch's setting alone)."""
 
     @classmethod
     def load(cls, config: EncoderConfig) -> Encoder:
@@ -218,8 +216,7 @@ class Encoder:
             "fp16" if use_fp16 else "fp32",
             config.pooling,
         )
-        threads = torch.get_num_threads() if device == "cpu" else 0
-        return cls(config, model, tokenizer, device, "float16" if use_fp16 else "float32", threads)
+        return cls(config, model, tokenizer, device, "float16" if use_fp16 else "float32")
 
     @property
     def dim(self) -> int:
@@ -252,13 +249,6 @@ class Encoder:
         ordered = [prefixed[i] for i in order] if order is not None else prefixed
         target = np.empty_like(out) if order is not None else out
         bs = self.config.batch_size
-        if self.cpu_threads > 1:
-            # One text runs faster on one thread in the server: its parallel regions are too short to pay for the
-            # threads' synchronization while the HTTP side and the clients share the cores (benchmarks/
-            # retriever_vs_reference.py, 1 client); batches use every thread.
-            threads = 1 if len(ordered) == 1 else self.cpu_threads
-            if torch.get_num_threads() != threads:
-                torch.set_num_threads(threads)
         with torch.inference_mode():
             for start in range(0, len(ordered), bs):
                 # Copy each batch into the preallocated output at once: keeping per-batch arrays alive between the

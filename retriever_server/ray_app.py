@@ -35,6 +35,7 @@ from ._deps import require
 from .app import ServerConfig, make_batcher
 from .batching import Job, JobResult
 from .retriever import LoadOptions
+from .threads import quiet_openmp
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ def deployment_class() -> type:
         """One replica: a retriever, its :class:`~retriever_server.batching.MicroBatcher`, and the FastAPI app."""
 
         def __init__(self, source: dict, options: dict, server: dict):
+            quiet_openmp()
             self.config = ServerConfig(**server)
             self.retriever = load_source(IndexSource(**source), LoadOptions(**options))
             self._batcher = make_batcher(self.retriever, self.config)

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._deps import require
 from .protocol import RequestError
+from .threads import quiet_openmp
 
 if TYPE_CHECKING:
     import numpy as np
@@ -480,6 +481,7 @@ def deployment_classes() -> dict[str, type]:
         """One shard: its rows only; ``search`` returns global row ids."""
 
         def __init__(self, spec: dict, gpu: bool = False, search_params: str | None = None):
+            quiet_openmp()
             self.spec = ShardSpec(**spec)
             time.sleep(float(os.environ.get(SHARD_START_DELAY_ENV, "0") or 0))
             t0 = time.perf_counter()
@@ -506,6 +508,7 @@ def deployment_classes() -> dict[str, type]:
         """The query encoder (where the GPU goes)."""
 
         def __init__(self, encoder_config: dict):
+            quiet_openmp()
             from .encoders import Encoder, EncoderConfig
 
             self.encoder = Encoder.load(EncoderConfig(**encoder_config))

@@ -239,6 +239,34 @@ def test_fair_shares_fill_the_batch_max_min_fairly(remaining, capacity):
 def test_invalid_settings():
     with pytest.raises(ValueError, match="max_batch_size"):
         MicroBatcher(Recorder(), max_batch_size=0)
+    with pytest.raises(ValueError, match="settle_iterations"):
+        MicroBatcher(Recorder(), settle_iterations=-1)
+
+
+async def closed_loop(batcher: MicroBatcher, clients: int, rounds: int) -> None:
+    """``clients`` clients that each send their next request 1-3 event-loop passes after their answer (an HTTP
+    client in another process comes back a little later than the answer is written)."""
+
+    async def client(i: int) -> None:
+        for r in range(rounds):
+            assert await batcher.submit(Job([f"c{i} r{r}"])) == [f"C{i} R{r}"]
+            for _ in range(1 + (i + r) % 3):
+                await asyncio.sleep(0)
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+
+
+@pytest.mark.parametrize(("settle", "full"), [(10, True), (0, False)])
+async def test_settling_keeps_a_closed_loop_of_clients_in_one_batch(settle, full):
+    # Without settling, the first client back finds the worker idle and starts a batch of its own, and the loop
+    # splits into groups that alternate; with it, the answered clients' next requests join one batch.
+    fake = Recorder(delay=0.005)
+    batcher = MicroBatcher(fake, max_batch_size=64, settle_iterations=settle)
+    await closed_loop(batcher, clients=16, rounds=8)
+    sizes = [sum(len(q) for q in b) for b in fake.batches]
+    assert sum(sizes) == 16 * 8
+    assert (sizes == [16] * 8) is full, sizes
+    await batcher.close()
 
 
 class FakeRetriever:

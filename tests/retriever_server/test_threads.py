@@ -1,0 +1,51 @@
+"""The OpenMP setting for serving processes: set where the user chose nothing, never over the user's choice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from retriever_server.threads import OPENMP_ENV, quiet_openmp
+
+
+def test_sets_the_spin_count_where_the_user_chose_nothing():
+    env = {"PATH": "/bin"}
+    assert quiet_openmp(env) == OPENMP_ENV == {"GOMP_SPINCOUNT": "10000"}
+    assert env == {"PATH": "/bin", "GOMP_SPINCOUNT": "10000"}
+
+
+@pytest.mark.parametrize("chosen", [{"GOMP_SPINCOUNT": "300000"}, {"OMP_WAIT_POLICY": "active"}])
+def test_leaves_the_users_choice_alone(chosen):
+    env = dict(chosen)
+    assert quiet_openmp(env) == {}
+    assert env == chosen
+
+
+def test_serve_sets_it_before_torch_and_faiss_load():
+    # The serve command must set the variable before the libraries (which read it once, at load) are imported.
+    code = (
+        "import sys; from retriever_server import cli\n"
+        "orig = cli._load_args\n"
+        "def probe(args):\n"
+        "    import os; print(os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules, 'faiss' in sys.modules)\n"
+        "    raise SystemExit(0)\n"
+        "cli._load_args = probe\n"
+        "cli.main(['serve', '--index', 'nowhere'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["10000", "False", "False"], out.stderr[-2000:]
+
+
+def test_a_late_call_warns_that_it_reaches_child_processes_only(monkeypatch, caplog):
+    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):  # set, then delete: monkeypatch restores the original state
+        monkeypatch.setenv(name, "x")
+        monkeypatch.delenv(name)
+    monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch") or object())
+    with caplog.at_level("WARNING", logger="retriever_server.threads"):
+        assert quiet_openmp() == OPENMP_ENV
+    assert os.environ["GOMP_SPINCOUNT"] == "10000"
+    assert "child processes only" in caplog.text
