@@ -11,14 +11,14 @@ them one by one leaves the encoder at batch size 1; merging them reaches its bat
 - **Continuous batching.** Requests that arrive while a batch runs wait in the queue and go out together the moment
   the worker frees.
 - **Settling after a shared batch.** When a batch served two or more requests, the scheduler first yields to the event
-  loop ``settle_iterations`` times (default 10; each is one pass of the loop, not a timer, and costs microseconds when
-  nothing is ready): the answers are written, and the requests those clients send back at once are read and join the
-  next batch. Without it a closed loop of many clients splits into two groups that alternate (the first client back
-  finds the worker idle and starts a small batch, the others queue behind it), and the HTTP work of one group runs
-  while the other group's batch computes, taking a core from the encoder's threads: at 64 clients x 1 query on 2
-  cores, batches of 32 and 0.82x the in-process bound, against batches of 62 and 0.93x with settling
-  (``benchmarks/retriever_vs_reference.py`` measures it side by side). A batch of one request never settles, so a
-  lone client is served with no added step.
+  loop ``settle_iterations`` times (default 40; each is one pass of the loop, not a timer, and costs a few
+  microseconds when nothing is ready): the answers are written, and the requests those clients send back at once are
+  read and join the next batch. Without it a closed loop of many clients splits into two groups that alternate (the
+  first client back finds the worker idle and starts a small batch, the others queue behind it), and the HTTP work of
+  one group runs while the other group's batch computes, taking a core from the encoder's threads. Measured at 64
+  clients x 1 query on 2 cores (``benchmarks/retriever_vs_reference.py``): batches of 32 and 0.82x the in-process
+  bound without settling; batches of 56-59 and 0.88-0.89x with 10 passes, 0.90x with 40. A batch of one request never
+  settles, so a lone client is served with no added step.
 - **Fair shares.** A batch holds at most ``max_batch_size`` queries, divided among the waiting requests by
   water-filling: each gets an equal share, and what a small request does not use goes to the larger ones. A request
   that needs more than its share is split into micro-batches (slices of its queries, in order) interleaved with the
@@ -251,7 +251,7 @@ class MicroBatcher:
     run_batch: Callable[[list[Job]], list[Any]]
     max_batch_size: int = 128
     enabled: bool = True
-    settle_iterations: int = 10
+    settle_iterations: int = 40
     merge: Callable[[list[Any]], Any] = merge_results
     _pending: collections.deque = field(default_factory=collections.deque, init=False, repr=False)
     _wakeup: asyncio.Event | None = field(default=None, init=False, repr=False)

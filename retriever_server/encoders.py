@@ -205,10 +205,9 @@ class Encoder:
                 f"Cannot load the encoder {config.model} ({reason}). Pass a Hugging Face model folder (config.json, "
                 "tokenizer and weights) or a hub id that is available (--model)."
             ) from None
-        model.eval()
-        if use_fp16:
-            model = model.half()
-        model = model.to(device)
+        # The dtype is set explicitly: transformers 5 loads a checkpoint in the dtype it was saved in, so a model saved
+        # in fp16 or bf16 would otherwise run in it on CPU (slow there, and not what dtype_name reports).
+        model = model.eval().to(device=device, dtype=torch.float16 if use_fp16 else torch.float32)
         logger.info(
             "Loaded encoder %s on %s (%s, pooling=%s)",
             config.model,

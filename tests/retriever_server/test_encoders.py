@@ -83,3 +83,21 @@ def test_minilm_ranks_the_relevant_passage_first(minilm_encoder):
     )
     scores = (q @ p.T)[0]
     assert scores[0] > scores[1] + 0.2  # 0.2: a wide margin for a direct title match vs an unrelated passage
+
+
+def test_a_checkpoint_saved_in_half_precision_runs_in_float32_on_cpu(tiny_bert_dir, tmp_path):
+    # transformers 5 loads a checkpoint in its saved dtype; the encoder must still run fp32 on CPU, as it reports.
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    half = tmp_path / "half"
+    AutoModel.from_pretrained(tiny_bert_dir, dtype=torch.float16).save_pretrained(half)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(half)
+    encoder = Encoder.load(EncoderConfig.from_preset(str(half), "mean", device="cpu"))
+    assert encoder.dtype_name == "float32"
+    assert {p.dtype for p in encoder.model.parameters()} == {torch.float32}
+    full = Encoder.load(EncoderConfig.from_preset(tiny_bert_dir, "mean", device="cpu"))
+    texts = ["who wrote the novel", "capital city"]
+    cosine = (encoder.encode(texts) * full.encode(texts)).sum(axis=1)
+    assert np.all(cosine > 0.999)  # the same model, its weights rounded to fp16 once
