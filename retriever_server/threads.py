@@ -5,10 +5,11 @@ core. After a parallel region libgomp's threads spin for up to ``GOMP_SPINCOUNT`
 before they sleep. In a server that alternates encode (torch) and search (faiss) on the same cores, the threads of
 the runtime that just finished keep spinning while the other runtime's threads start, so every batch begins with
 half its cores taken, and a lone query encoded on one thread leaves torch's second thread spinning at 100% of a
-core beside the event loop. Measured on the 2-core box (MiniLM, 20k Flat, one encode + search of 64 queries):
-about 520 q/s with the default spin, 560-590 q/s with ``GOMP_SPINCOUNT=1000``; the server at 64 clients gained
-the same. The setting is read once, when libgomp loads, so it must be in the environment before torch or faiss is
-imported; :func:`quiet_openmp` does that for the serving processes unless the user set the variable.
+core beside the event loop. Measured on the 2-core box (MiniLM, 20k Flat, one encode + search of 64 queries, medians
+of three interleaved runs): 499 q/s at the default spin, 519 at 0, 537 at 1,000, 552 at 10,000; the server gained
+10-15% at 64 clients and 1.2x at one client (docs/retriever.md, *Serving under load*). The setting is read once,
+when libgomp loads, so it must be in the environment before torch or faiss is imported; :func:`quiet_openmp` does
+that for the serving processes unless the user set the variable.
 """
 
 from __future__ import annotations
