@@ -33,14 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from retriever_load import make_queries  # noqa: E402
-
-
-def vectors(passages: int, dim: int, seed: int):
-    import numpy as np
-
-    v = np.random.default_rng(seed).standard_normal((passages, dim)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+from retriever_load import make_queries, random_unit_vectors  # noqa: E402
 
 
 def reference(args) -> None:
@@ -64,7 +57,7 @@ def reference(args) -> None:
     emb = encoder.encode(queries)
     faiss = import_faiss()
     index = faiss.IndexFlatIP(encoder.dim)
-    index.add(vectors(args.passages, encoder.dim, args.seed))
+    index.add(random_unit_vectors(args.passages, encoder.dim, args.seed))
     scores, rows = index.search(emb, args.k)
     np.savez(out / "expected.npz", embeddings=emb, scores=scores, rows=rows)
     meta = {"queries": queries, "passages": args.passages, "seed": args.seed, "k": args.k, "dim": encoder.dim}
@@ -103,7 +96,7 @@ def check(args) -> int:
     queries, k = meta["queries"], meta["k"]
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     encoder = Encoder.load(EncoderConfig.from_preset(str(folder / "model"), "mean", device="cuda"))
-    backend = TorchBackend(vectors(meta["passages"], meta["dim"], meta["seed"]), ["cuda:0"])
+    backend = TorchBackend(random_unit_vectors(meta["passages"], meta["dim"], meta["seed"]), ["cuda:0"])
     print(f"encoder on {encoder.device} ({encoder.dtype_name}); search: torch on {backend.device}, fp16={backend.fp16}")
     emb = encoder.encode(queries)
     cosine = (emb * expected["embeddings"]).sum(axis=1)

@@ -87,6 +87,15 @@ def make_queries(n: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choices(WORDS, k=rng.randint(5, 12))) for _ in range(n)]
 
 
+def random_unit_vectors(n: int, dim: int, seed: int = 0):
+    """``n`` float32 unit vectors of ``dim`` dimensions, the same for the same ``seed`` (the synthetic embeddings)."""
+    import numpy as np
+
+    vectors = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
 def synthetic_index(out: Path, passages: int, model: str, seed: int = 0) -> Path:
     """An index directory with generated passages, random unit embeddings and a Flat index (see module docstring)."""
     import numpy as np
@@ -105,8 +114,7 @@ def synthetic_index(out: Path, passages: int, model: str, seed: int = 0) -> Path
     convert_corpus(corpus, out / CORPUS_DIR)
     enc_config = EncoderConfig.from_preset(model, "mean")
     dim = Encoder.load(enc_config).dim
-    vectors = np.random.default_rng(seed).standard_normal((passages, dim)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = random_unit_vectors(passages, dim, seed)
     np.save(out / EMBEDDINGS_FILE, vectors)
     faiss = import_faiss()
     index = faiss.IndexFlatIP(dim)
