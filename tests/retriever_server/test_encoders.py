@@ -101,3 +101,74 @@ def test_a_checkpoint_saved_in_half_precision_runs_in_float32_on_cpu(tiny_bert_d
     texts = ["who wrote the novel", "capital city"]
     cosine = (encoder.encode(texts) * full.encode(texts)).sum(axis=1)
     assert np.all(cosine > 0.999)  # the same model, its weights rounded to fp16 once
+
+
+TEXTS = ["a", "a much longer text about the river Velda and the town of Åsvik " * 3, "short one", "x y z w"]
+
+
+@pytest.mark.parametrize("preset", ["mean", "cls"])
+def test_unpadded_encoding_gives_the_padded_embeddings(tiny_bert_dir, preset):
+    import torch
+
+    unpadded = Encoder.load(EncoderConfig.from_preset(tiny_bert_dir, preset, device="cpu"))
+    assert unpadded.unpadded  # a BERT model passes the probe at load
+    padded = Encoder.load(EncoderConfig.from_preset(tiny_bert_dir, preset, device="cpu"))
+    padded.model.set_attn_implementation("sdpa")  # the model as transformers ships it, its padded batch
+    padded.unpadded = False
+    np.testing.assert_allclose(unpadded.encode(TEXTS), padded.encode(TEXTS), atol=1e-6)
+    # Called directly, the switched model still masks its padding (its attention falls back to masked SDPA).
+    inputs = unpadded.tokenizer(TEXTS, padding=True, return_tensors="pt")
+    mask = inputs["attention_mask"].bool()
+    with torch.inference_mode():
+        direct = unpadded.model(**inputs).last_hidden_state[mask]
+        shipped = padded.model(**inputs).last_hidden_state[mask]
+    np.testing.assert_allclose(direct.numpy(), shipped.numpy(), atol=1e-6)
+
+
+def test_minilm_runs_unpadded_with_the_same_embeddings(minilm_encoder):
+    from retriever_server import unpadded
+
+    assert minilm_encoder.unpadded
+    texts = ["who wrote the salt clock", "capital of the island of Caldra and its largest harbour town", "river"]
+    inputs = minilm_encoder.tokenizer(texts, padding=True, return_tensors="pt")
+    assert unpadded.worth_it(inputs["attention_mask"])
+    fast = minilm_encoder.encode(texts)
+    minilm_encoder.unpadded = False
+    try:
+        slow = minilm_encoder.encode(texts)
+    finally:
+        minilm_encoder.unpadded = True
+    np.testing.assert_allclose(fast, slow, atol=1e-6)
+
+
+def test_a_batch_without_padding_runs_the_model_as_shipped(tiny, monkeypatch):
+    from retriever_server import unpadded
+
+    calls = []
+    real = unpadded.last_hidden_state
+    monkeypatch.setattr(unpadded, "last_hidden_state", lambda *a: calls.append(1) or real(*a))
+    tiny.encode(["one text"])  # a single text has no padding
+    tiny.encode(["salt clock harbour", "salt clock harbour"])
+    assert calls == []
+    tiny.encode(["a", "a much longer text about the river Velda"])
+    assert calls == [1]
+
+
+def test_a_model_that_cannot_run_unpadded_is_left_padded(tmp_path, minilm_dir, caplog):
+    # DistilBERT has no `.encoder`: the probe fails, the model keeps its attention and the encoder runs padded.
+    import torch
+    from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
+    config = DistilBertConfig(vocab_size=tokenizer.vocab_size, dim=32, n_layers=1, n_heads=2, hidden_dim=64)
+    DistilBertModel(config).eval().save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    with caplog.at_level("INFO", logger="retriever_server.unpadded"):
+        encoder = Encoder.load(EncoderConfig.from_preset(str(tmp_path), "mean", device="cpu"))
+    assert not encoder.unpadded
+    assert encoder.model.config._attn_implementation != "agentrag_unpadded_sdpa"
+    assert "cannot run unpadded" in caplog.text
+    together = encoder.encode(TEXTS)
+    alone = np.concatenate([encoder.encode([t]) for t in TEXTS])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
