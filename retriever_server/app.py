@@ -3,7 +3,9 @@
 ``create_app(retriever, config)`` returns an ASGI app; run it with uvicorn (``python -m retriever_server serve``)
 or behind Ray Serve (:mod:`retriever_server.ray_app`, whose replicas run the same app and the same scheduler).
 The wire format and validation rules live in :mod:`retriever_server.protocol`; batching and scheduling in
-:mod:`retriever_server.batching`.
+:mod:`retriever_server.batching`. ``/retrieve`` and ``/encode`` are served by :class:`PostEndpoints`, a middleware in
+front of FastAPI's router (less than half the per-request CPU); FastAPI serves ``/health``, the docs and the error
+answers for other paths. So the OpenAPI page (``docs=True``) lists ``/health`` only.
 
 Errors: invalid requests get 4xx JSON ``{"error": {"type", "message", "field"}}`` (also for unknown paths and
 methods); an unexpected server fault gets 500 with the same shape and is logged with its traceback.
@@ -161,9 +163,8 @@ def create_app(
         A FastAPI app with ``POST /retrieve``, ``POST /encode`` and ``GET /health``.
     """
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, Response
+    from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
-    from starlette.requests import ClientDisconnect
 
     config = config or ServerConfig()
     limits = config.limits
@@ -195,81 +196,41 @@ def create_app(
         lifespan=lifespan,
         **docs,
     )
-    app.add_middleware(RequestHeadLimit, max_headers=config.max_headers, max_header_bytes=config.max_header_bytes)
     app.state.service = service
     app.state.retriever = retriever
 
-    def json_bytes(content: bytes, status: int = 200) -> Response:
-        return Response(content=content, status_code=status, media_type="application/json")
-
-    def too_large(size: str) -> RequestError:
-        return RequestError(
-            413,
-            f"The body is {size} bytes; the limit is {limits.max_body_bytes} (max_body_bytes). Split the queries over "
-            "several requests.",
-            type="payload_too_large",
-        )
-
-    async def read_body(request: Request) -> dict[str, Any]:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > limits.max_body_bytes:
-            raise too_large(declared)
-        # Read as a stream and stop at the limit: a chunked body declares no length, and buffering it whole first
-        # would let one request take any amount of memory. The pieces are joined once, at the end (growing one
-        # buffer would copy it at every reallocation, doubling the peak).
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limits.max_body_bytes:
-                raise too_large(f"more than {limits.max_body_bytes}")
-        return parse_json_body(b"".join(chunks), request.headers.get("content-type"), limits)
-
-    @app.post("/retrieve")
-    async def retrieve(request: Request) -> Response:
+    async def retrieve(body: bytes, content_type: str | None) -> bytes:
         """Search-R1 ``/retrieve``: top-k passages per query."""
-        parsed = parse_retrieve(await read_body(request), limits)
+        parsed = parse_retrieve(parse_json_body(body, content_type, limits), limits)
         searched = [i for i, q in enumerate(parsed.queries) if q.strip()]
         result = None
         if searched:
             result = await service.submit(Job([parsed.queries[i] for i in searched], parsed.topk))
         result = with_empty_queries(parsed.queries, result, searched, parsed.topk)
-        return json_bytes(render_retrieve(store, result, parsed.return_scores))
+        return render_retrieve(store, result, parsed.return_scores)
 
-    @app.post("/encode")
-    async def encode(request: Request) -> Response:
+    async def encode(body: bytes, content_type: str | None) -> bytes:
         """Query (or passage) embeddings from the index's encoder."""
-        parsed = parse_encode(await read_body(request), limits)
+        parsed = parse_encode(parse_json_body(body, content_type, limits), limits)
         result = await service.submit(Job(parsed.queries, None, parsed.kind))
-        return json_bytes(render_encode(result, model, normalized))
+        return render_encode(result, model, normalized)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         """Index size, model, device, queue depth and batching counters."""
         return {"status": "ok", **description, "default_topk": config.default_topk, **service.stats()}
 
-    @app.exception_handler(RequestError)
-    async def on_request_error(request: Request, exc: RequestError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
-
-    @app.exception_handler(ClientDisconnect)
-    async def on_client_disconnect(request: Request, exc: ClientDisconnect) -> Response:
-        # Nobody reads this answer; the connection layer has logged the disconnect (one INFO line).
-        logger.debug("client disconnected during %s %s", request.method, request.url.path)
-        return Response(status_code=400)
+    # Starlette runs the middleware added last first: the head limit, then the two POST endpoints, then FastAPI.
+    app.add_middleware(PostEndpoints, endpoints={"/retrieve": retrieve, "/encode": encode}, limits=limits)
+    app.add_middleware(RequestHeadLimit, max_headers=config.max_headers, max_header_bytes=config.max_header_bytes)
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 404:
-            message = f"No endpoint {request.method} {request.url.path}; this server has {ENDPOINTS}."
-            kind = "not_found"
-        elif exc.status_code == 405:
-            message = f"{request.method} is not allowed on {request.url.path}; this server has {ENDPOINTS}."
-            kind = "method_not_allowed"
+        if exc.status_code in (404, 405):
+            error = route_error(exc.status_code, request.method, request.url.path)
         else:
-            message, kind = str(exc.detail), "http_error"
-        return JSONResponse(RequestError(exc.status_code, message, type=kind).body(), status_code=exc.status_code)
+            error = RequestError(exc.status_code, str(exc.detail), type="http_error")
+        return JSONResponse(error.body(), status_code=error.status, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def on_internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -291,6 +252,100 @@ def public_name(path: str | None) -> str | None:
         return path
     p = Path(path)
     return p.name if p.is_absolute() or p.exists() else path
+
+
+async def send_json(send: Any, status: int, body: bytes, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    """Send a whole JSON response on an ASGI ``send``."""
+    start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": start_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def route_error(status: int, method: str, path: str) -> RequestError:
+    """The 404 (no such path) or 405 (path without that method) answer, naming the endpoints there are."""
+    if status == 404:
+        return RequestError(404, f"No endpoint {method} {path}; this server has {ENDPOINTS}.", type="not_found")
+    return RequestError(
+        405, f"{method} is not allowed on {path}; this server has {ENDPOINTS}.", type="method_not_allowed"
+    )
+
+
+class PostEndpoints:
+    """ASGI middleware serving the JSON POST endpoints (``/retrieve``, ``/encode``) ahead of FastAPI's router.
+
+    Every rollout step is one such request, so their per-request cost is paid in the gap between two batches, while
+    the encoder waits. FastAPI's exception middleware, routing, request object and dependency solving took 80 µs of
+    server CPU per request here; this path takes 37 µs (``benchmarks/retriever_load.py`` notes). The rules stay
+    those of the FastAPI app: the body is read as a stream and reading stops at ``max_body_bytes`` (413, also when
+    ``Content-Length`` declares more); other methods get 405 with an ``Allow`` header; a
+    :class:`~retriever_server.protocol.RequestError` becomes its JSON error; a client that disconnects before its
+    body arrived gets nothing; any other exception reaches FastAPI's error middleware (500, logged).
+
+    Args:
+        app: The FastAPI app below.
+        endpoints: Path → ``async (body, content_type) -> response bytes``.
+        limits: The request limits (``max_body_bytes``).
+    """
+
+    def __init__(self, app: Any, endpoints: Mapping[str, Any], limits: Limits) -> None:
+        self.app = app
+        self.endpoints = dict(endpoints)
+        self.max_body_bytes = limits.max_body_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        endpoint = self.endpoints.get(route_path(scope)) if scope["type"] == "http" else None
+        if endpoint is None:
+            await self.app(scope, receive, send)
+            return
+        allow: tuple[tuple[bytes, bytes], ...] = ()
+        try:
+            if scope["method"] != "POST":
+                allow = ((b"allow", b"POST"),)
+                raise route_error(405, scope["method"], scope["path"])
+            headers = dict(scope["headers"])
+            body = await self._read_body(headers.get(b"content-length"), receive)
+            if body is None:  # the client went away; the connection layer has logged it
+                return
+            content_type = headers.get(b"content-type")
+            answer = await endpoint(body, content_type.decode("latin-1") if content_type is not None else None)
+        except RequestError as error:
+            await send_json(send, error.status, json.dumps(error.body()).encode(), allow)
+            return
+        await send_json(send, 200, answer)
+
+    async def _read_body(self, declared: bytes | None, receive: Any) -> bytes | None:
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise self._too_large(declared.decode())
+        # Stop at the limit: a chunked body declares no length, and buffering it whole first would let one request
+        # take any amount of memory. The pieces are joined once, at the end (growing one buffer would copy it at
+        # every reallocation, doubling the peak).
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise self._too_large(f"more than {self.max_body_bytes}")
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _too_large(self, size: str) -> RequestError:
+        return RequestError(
+            413,
+            f"The body is {size} bytes; the limit is {self.max_body_bytes} (max_body_bytes). Split the queries over "
+            "several requests.",
+            type="payload_too_large",
+        )
+
+
+def route_path(scope: dict[str, Any]) -> str:
+    """The request path below the app's mount point (``root_path``, set by a proxy such as Ray Serve's)."""
+    path, root = scope["path"], scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 class RequestHeadLimit:
@@ -324,12 +379,6 @@ class RequestHeadLimit:
                 error = RequestError(
                     431, message + " Send fewer or shorter headers.", type="request_header_fields_too_large"
                 )
-                body = json.dumps(error.body()).encode()
-                response_headers = [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ]
-                await send({"type": "http.response.start", "status": 431, "headers": response_headers})
-                await send({"type": "http.response.body", "body": body})
+                await send_json(send, 431, json.dumps(error.body()).encode())
                 return
         await self.app(scope, receive, send)

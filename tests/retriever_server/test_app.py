@@ -238,3 +238,42 @@ def test_docs_and_paths_are_shown_only_when_asked(retriever, index_dir):
         assert health["index"] == index_dir.name and "/" not in health["model"]
         encoded = httpx.post(f"{default.base_url}/encode", json={"query": "a"}).json()
         assert encoded["model"] == health["model"]
+
+
+def test_a_wrong_method_on_a_post_endpoint_gets_405_with_allow(server):
+    for path in ("/retrieve", "/encode"):
+        response = httpx.get(f"{server.base_url}{path}")
+        assert response.status_code == 405 and response.headers["allow"] == "POST"
+        assert response.json()["error"]["type"] == "method_not_allowed"
+        assert "POST /retrieve" in response.json()["error"]["message"]  # names the endpoints there are
+
+
+def test_a_fault_in_the_service_gets_a_logged_500_and_the_server_keeps_serving(retriever, caplog):
+    from starlette.testclient import TestClient
+
+    from retriever_server.app import create_app
+    from retriever_server.batching import run_jobs
+
+    class Failing:
+        calls = 0
+
+        async def submit(self, job):
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError("index shard lost")
+            return run_jobs(retriever, [job])[0]
+
+        def stats(self):
+            return {}
+
+    with TestClient(create_app(retriever, service=Failing()), raise_server_exceptions=False) as client:
+        with caplog.at_level("ERROR", logger="retriever_server.app"):
+            failed = client.post("/retrieve", json={"query": "Salt Clock"})
+        assert failed.status_code == 500
+        assert failed.json()["error"] == {
+            "type": "internal_error",
+            "message": "Internal server error: RuntimeError: index shard lost",
+            "field": None,
+        }
+        assert "Internal error on POST /retrieve" in caplog.text and "index shard lost" in caplog.text
+        assert len(client.post("/retrieve", json={"query": "Salt Clock", "topk": 2}).json()["result"][0]) == 2
