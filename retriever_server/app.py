@@ -42,6 +42,7 @@ from .protocol import (
     render_retrieve,
     with_empty_queries,
 )
+from .threads import compute_thread
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -140,11 +141,13 @@ class ServerConfig:
 
 
 def make_batcher(retriever: "Retriever", config: "ServerConfig") -> MicroBatcher:
-    """The local micro-batcher over ``retriever`` with the config's batching settings."""
+    """The local micro-batcher over ``retriever`` with the config's batching settings, running its batches in the
+    process's compute thread (:func:`~retriever_server.threads.compute_thread`: load the retriever there too)."""
     return MicroBatcher(
         functools.partial(run_jobs, retriever),
         max_batch_size=config.max_batch_size,
         enabled=config.batching,
+        executor=compute_thread(),
     )
 
 

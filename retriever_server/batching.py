@@ -5,20 +5,24 @@ them one by one leaves the encoder at batch size 1; merging them reaches its bat
 
 :class:`MicroBatcher` runs batches in one worker thread and schedules them like this:
 
-- **No wait when idle.** A request that arrives while no batch runs is dispatched at once: the scheduler sets no
-  timer anywhere. Requests whose bytes arrived together are still merged, because the event loop hands all of them
-  to their handlers before the scheduler task runs.
+- **No wait when idle.** A request that arrives while no batch runs, and after no shared batch, is dispatched at
+  once. Requests whose bytes arrived together are still merged, because the event loop hands all of them to their
+  handlers before the scheduler task runs.
 - **Continuous batching.** Requests that arrive while a batch runs wait in the queue and go out together the moment
   the worker frees.
-- **Settling after a shared batch.** When a batch served two or more requests, the scheduler first yields to the event
-  loop ``settle_iterations`` times (default 40; each is one pass of the loop, not a timer, and costs a few
-  microseconds when nothing is ready): the answers are written, and the requests those clients send back at once are
-  read and join the next batch. Without it a closed loop of many clients splits into two groups that alternate (the
-  first client back finds the worker idle and starts a small batch, the others queue behind it), and the HTTP work of
-  one group runs while the other group's batch computes, taking a core from the encoder's threads. Measured at 64
-  clients x 1 query on 2 cores (``benchmarks/retriever_vs_reference.py``): batches of 32 and 0.82x the in-process
-  bound without settling; batches of 56-59 and 0.88-0.89x with 10 passes, 0.90x with 40. A batch of one request never
-  settles, so a lone client is served with no added step.
+- **Settling after a shared batch.** When a batch answered two or more requests and fewer requests than that are
+  waiting, the scheduler waits for more before it takes the next batch: until as many requests wait as the batch
+  answered (or a full batch), for at most ``settle`` (0.1) times that batch's compute time. A closed loop of clients,
+  such as rollout workers that send the next step's query at once, is back in a few milliseconds, and its requests
+  join one batch. Without settling, the first client back finds the worker idle and starts a small batch, the others
+  queue behind it, and the loop splits into groups that alternate; one group's HTTP work then runs while the other
+  group's batch computes and takes a core from the encoder's threads. When the queue already holds the next batch
+  (a steady open stream of requests), nothing waits; a workload whose clients do not come back pays at most
+  ``settle`` of a batch's time. A batch of one request never settles, so a lone client gets no added step.
+  Measured at 64 clients x 1 query on 2 cores (``benchmarks/retriever_vs_reference.py``): 0.82x the in-process bound
+  without settling, in batches of about 32. The earlier rule of a fixed 40 event-loop passes reached 0.90x, but it
+  split batches once the HTTP path got faster (the passes ran out before the clients were back: a mean batch of 56
+  and 0.82x). Waiting for the clients gives 108 whole batches of 64 in 110.
 - **Fair shares.** A batch holds at most ``max_batch_size`` queries, divided among the waiting requests by
   water-filling: each gets an equal share, and what a small request does not use goes to the larger ones. A request
   that needs more than its share is split into micro-batches (slices of its queries, in order) interleaved with the
@@ -38,8 +42,9 @@ Decisions:
 - Results are split back in job order and row order; a job never sees another job's rows. If a batch raises, each
   of its slices is re-run alone, so one failing request cannot fail its neighbours; a request whose slice fails gets
   that exception and its remaining slices are dropped.
-- No fixed wait and no arrival-gap rule: both only delayed requests. Settling counts event-loop passes, not time, so
-  it never holds a request longer than the loop takes to handle the work already in hand.
+- No fixed wait and no arrival-gap rule: both only delayed requests. Settling waits for a known number of requests
+  (those the last batch answered), and its bound is a share of the batch time, so the time it can cost is a fixed
+  fraction of throughput, on a CPU and on a GPU alike.
 - With batching disabled every request runs alone and whole, first come first served, in the same worker thread
   (what a synchronous server does).
 - Timestamps use ``time.perf_counter``: uvloop's ``loop.time()`` advances in whole milliseconds.
@@ -53,7 +58,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -235,9 +240,11 @@ class MicroBatcher:
             one result per job.
         max_batch_size: Most queries per batch; larger requests are split (see the module docstring).
         enabled: ``False`` runs every job alone and whole, first come first served (micro-batching off).
-        settle_iterations: Event-loop passes to yield after a batch of two or more requests before the next batch is
-            taken (see the module docstring); 0 takes it at once.
+        settle: After a batch of two or more requests, how long to wait for as many queued requests as it answered,
+            as a fraction of its compute time (see the module docstring); 0 takes the next batch at once.
         merge: Joins a split job's slice results in order (default :func:`merge_results`).
+        executor: Where batches run, one at a time; default: a thread of its own, released by :meth:`close`. A server
+            passes :func:`~retriever_server.threads.compute_thread`, the thread that loaded its model.
 
     Example:
         >>> import asyncio
@@ -251,12 +258,13 @@ class MicroBatcher:
     run_batch: Callable[[list[Job]], list[Any]]
     max_batch_size: int = 128
     enabled: bool = True
-    settle_iterations: int = 40
+    settle: float = 0.1
     merge: Callable[[list[Any]], Any] = merge_results
+    executor: Executor | None = None
     _pending: collections.deque = field(default_factory=collections.deque, init=False, repr=False)
     _wakeup: asyncio.Event | None = field(default=None, init=False, repr=False)
     _task: asyncio.Task | None = field(default=None, init=False, repr=False)
-    _executor: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    _executor: Executor | None = field(default=None, init=False, repr=False)
     _queued_queries: int = field(default=0, init=False)
     _in_flight: int = field(default=0, init=False)
     _running: bool = field(default=False, init=False)
@@ -267,8 +275,8 @@ class MicroBatcher:
     def __post_init__(self) -> None:
         if self.max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 (got {self.max_batch_size}).")
-        if self.settle_iterations < 0:
-            raise ValueError(f"settle_iterations must be >= 0 (got {self.settle_iterations}).")
+        if not 0 <= self.settle <= 1:
+            raise ValueError(f"settle must be from 0 to 1 (got {self.settle}): a fraction of a batch's compute time.")
 
     async def submit(self, job: Job) -> Any:
         """Queue a job and wait for its result (re-raises the batch function's exception for this job)."""
@@ -287,7 +295,7 @@ class MicroBatcher:
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._wakeup = asyncio.Event()
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-worker")
+            self._executor = self.executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-worker")
         self._task = loop.create_task(self._loop(), name="retriever-micro-batcher")
 
     async def _loop(self) -> None:
@@ -301,8 +309,7 @@ class MicroBatcher:
             t0 = time.perf_counter()
             await self._run(batch, loop)
             if len(batch) > 1:  # let the answered clients' next requests in (module docstring: settling)
-                for _ in range(self.settle_iterations):
-                    await asyncio.sleep(0)
+                await self._settle(sum(1 for s in batch if s.last))
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug(
                     "batch: %d slices, %d queries, oldest waited %.1f ms, computed %.1f ms, done after %.1f ms, "
@@ -314,6 +321,20 @@ class MicroBatcher:
                     1000 * (time.perf_counter() - t0),
                     self._queued_queries,
                 )
+
+    async def _settle(self, answered: int) -> None:
+        """Wait until as many requests are queued as the last batch ``answered`` (or a full batch), for at most
+        ``settle`` times that batch's compute time (module docstring: settling)."""
+        deadline = time.perf_counter() + self.settle * self._last_compute
+        while len(self._pending) < answered and self._queued_queries < self.max_batch_size:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return
+            self._wakeup.clear()  # set by every submit
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except TimeoutError:
+                return
 
     def _take_batch(self) -> list[_Slice]:
         """The next batch: fair shares of the waiting jobs (or the oldest job whole when batching is off)."""
@@ -429,7 +450,7 @@ class MicroBatcher:
         }
 
     async def close(self) -> None:
-        """Stop the loop, fail queued jobs with ``RuntimeError``, and release the worker thread."""
+        """Stop the loop, fail queued jobs with ``RuntimeError``, and release the worker thread (if its own)."""
         if self._task is not None:
             self._task.cancel()
             try:
@@ -442,6 +463,6 @@ class MicroBatcher:
             if not item.future.done():
                 item.future.set_exception(RuntimeError("the retriever server is shutting down"))
         self._queued_queries = 0
-        if self._executor is not None:
+        if self._executor is not None and self._executor is not self.executor:  # its own, not a shared one
             self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        self._executor = None

@@ -35,7 +35,7 @@ from ._deps import require
 from .app import ServerConfig, make_batcher
 from .batching import Job, JobResult
 from .retriever import LoadOptions
-from .threads import quiet_openmp
+from .threads import in_compute_thread, quiet_openmp
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +126,8 @@ def deployment_class() -> type:
         def __init__(self, source: dict, options: dict, server: dict):
             quiet_openmp()
             self.config = ServerConfig(**server)
-            self.retriever = load_source(IndexSource(**source), LoadOptions(**options))
+            # Loaded in the thread that will run its batches (retriever_server/threads.py).
+            self.retriever = in_compute_thread(load_source, IndexSource(**source), LoadOptions(**options))
             self._batcher = make_batcher(self.retriever, self.config)
 
         async def submit(self, job: Job) -> JobResult:

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._deps import require
 from .protocol import RequestError
-from .threads import quiet_openmp
+from .threads import in_compute_thread, quiet_openmp
 
 if TYPE_CHECKING:
     import numpy as np
@@ -511,10 +511,11 @@ def deployment_classes() -> dict[str, type]:
             quiet_openmp()
             from .encoders import Encoder, EncoderConfig
 
-            self.encoder = Encoder.load(EncoderConfig(**encoder_config))
+            # Loaded and run in one thread (retriever_server/threads.py); Serve runs sync methods on a thread pool.
+            self.encoder = in_compute_thread(Encoder.load, EncoderConfig(**encoder_config))
 
         def encode(self, texts: list[str], kind: str):
-            return self.encoder.encode(texts, kind)
+            return in_compute_thread(self.encoder.encode, texts, kind)
 
         def info(self) -> dict[str, Any]:
             return {"pid": os.getpid(), "device": self.encoder.device, "dtype": self.encoder.dtype_name}

@@ -1,4 +1,5 @@
-"""OpenMP settings for serving on CPU: stop idle OpenMP threads from spinning on cores the next batch needs.
+"""Threads for serving on CPU: idle OpenMP threads must not spin on the cores the next batch needs, and busy ones
+must not fall asleep between the encoder's operations.
 
 torch and faiss each ship their own OpenMP runtime (two copies of libgomp in the pip wheels), each with a thread per
 core. After a parallel region libgomp's threads spin for up to ``GOMP_SPINCOUNT`` iterations (300,000 by default)
@@ -10,6 +11,14 @@ of three interleaved runs): 499 q/s at the default spin, 519 at 0, 537 at 1,000,
 10-15% at 64 clients and 1.2x at one client (docs/retriever.md, *Serving under load*). The setting is read once,
 when libgomp loads, so it must be in the environment before torch or faiss is imported; :func:`quiet_openmp` does
 that for the serving processes unless the user set the variable.
+
+The opposite trap: libgomp keeps one team of threads per thread that ever ran a parallel region, and when its teams
+hold more threads than the machine has cores it cuts every spin to 1,000 iterations (its "throttled" spin). A model
+loaded in the main thread (loading and the first forward pass run parallel regions) and then run in a server's worker
+thread leaves two teams, 4 threads on 2 cores: the worker's helper thread then sleeps after almost every operation
+and must be woken for the next one. Measured in the server (MiniLM, one 64-query request at a time): 5,000 and 7,000
+voluntary context switches in 4 s for the two compute threads, against 200 and 80 with one team, and 102 against
+92 ms per batch. So a server loads its model in :func:`compute_thread` and runs every batch there.
 """
 
 from __future__ import annotations
@@ -17,7 +26,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import MutableMapping
+import threading
+from collections.abc import Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -48,3 +60,23 @@ def quiet_openmp(environ: MutableMapping[str, str] | None = None) -> dict[str, s
                 " and ".join(loaded),
             )
     return dict(OPENMP_ENV)
+
+
+T = TypeVar("T")
+_compute: ThreadPoolExecutor | None = None
+_compute_lock = threading.Lock()
+
+
+def compute_thread() -> ThreadPoolExecutor:
+    """The process's one thread for model and index work: a server loads its retriever here and runs its batches
+    here, so OpenMP keeps one team (module docstring)."""
+    global _compute
+    with _compute_lock:
+        if _compute is None:
+            _compute = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-compute")
+        return _compute
+
+
+def in_compute_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` run in :func:`compute_thread`, waited for (its exception is raised here)."""
+    return compute_thread().submit(fn, *args, **kwargs).result()

@@ -41,7 +41,7 @@ async def test_concurrent_jobs_share_a_batch_and_get_their_own_answers():
     results = await asyncio.gather(*(batcher.submit(j) for j in jobs))
     assert results == [[f"Q{i}A", f"Q{i}B"] for i in range(10)]
     assert len(fake.batches) == 1 and fake.batches[0] == [j.queries for j in jobs]  # arrival order kept
-    assert fake.threads == {"retriever-worker_0"}  # one worker thread, off the event loop
+    assert fake.threads == {"retriever-worker_0"}  # one worker thread of its own, off the event loop
     assert batcher.stats()["served"]["batches"] == 1
     await batcher.close()
 
@@ -239,33 +239,77 @@ def test_fair_shares_fill_the_batch_max_min_fairly(remaining, capacity):
 def test_invalid_settings():
     with pytest.raises(ValueError, match="max_batch_size"):
         MicroBatcher(Recorder(), max_batch_size=0)
-    with pytest.raises(ValueError, match="settle_iterations"):
-        MicroBatcher(Recorder(), settle_iterations=-1)
+    with pytest.raises(ValueError, match="settle"):
+        MicroBatcher(Recorder(), settle=-0.1)
+    with pytest.raises(ValueError, match="settle"):
+        MicroBatcher(Recorder(), settle=2)
 
 
-async def closed_loop(batcher: MicroBatcher, clients: int, rounds: int) -> None:
-    """``clients`` clients that each send their next request 1-3 event-loop passes after their answer (an HTTP
-    client in another process comes back a little later than the answer is written)."""
+async def closed_loop(batcher: MicroBatcher, clients: int, rounds: int, think: float = 0.0) -> None:
+    """``clients`` clients that each send their next request some time after their answer: 1-3 event-loop passes
+    (an HTTP client in another process comes back a little later than the answer is written), plus ``think``
+    seconds, staggered over the clients (the last one back after ``think``)."""
 
     async def client(i: int) -> None:
         for r in range(rounds):
             assert await batcher.submit(Job([f"c{i} r{r}"])) == [f"C{i} R{r}"]
             for _ in range(1 + (i + r) % 3):
                 await asyncio.sleep(0)
+            if think:
+                await asyncio.sleep(think * (i + 1) / clients)
 
     await asyncio.gather(*(client(i) for i in range(clients)))
 
 
-@pytest.mark.parametrize(("settle", "full"), [(10, True), (0, False)])
+@pytest.mark.parametrize(("settle", "full"), [(0.1, True), (0.0, False)])
 async def test_settling_keeps_a_closed_loop_of_clients_in_one_batch(settle, full):
     # Without settling, the first client back finds the worker idle and starts a batch of its own, and the loop
     # splits into groups that alternate; with it, the answered clients' next requests join one batch.
     fake = Recorder(delay=0.005)
-    batcher = MicroBatcher(fake, max_batch_size=64, settle_iterations=settle)
+    batcher = MicroBatcher(fake, max_batch_size=64, settle=settle)
     await closed_loop(batcher, clients=16, rounds=8)
     sizes = [sum(len(q) for q in b) for b in fake.batches]
     assert sum(sizes) == 16 * 8
     assert (sizes == [16] * 8) is full, sizes
+    await batcher.close()
+
+
+async def test_settling_waits_for_clients_that_come_back_over_milliseconds():
+    # The clients come back over 5 ms, one after another (a load generator in another process, answering 64
+    # responses): a batch of 100 ms waits up to 10 ms for them, so every batch is whole.
+    fake = Recorder(delay=0.1)
+    batcher = MicroBatcher(fake, max_batch_size=64)
+    await closed_loop(batcher, clients=16, rounds=4, think=0.005)
+    assert [sum(len(q) for q in b) for b in fake.batches] == [16] * 4
+    await batcher.close()
+
+
+async def test_settling_waits_at_most_its_share_of_the_batch_time():
+    # Two requests answered; one client comes back and the other never does. The next batch waits for the second
+    # client for settle x the batch's compute time (0.5 x 100 ms), then starts without it.
+    fake = Recorder(delay=0.1)
+    batcher = MicroBatcher(fake, max_batch_size=64, settle=0.5)
+    await asyncio.gather(batcher.submit(Job(["a"])), batcher.submit(Job(["b"])))
+    t0 = time.perf_counter()
+    await asyncio.wait_for(batcher.submit(Job(["c"])), timeout=2.0)
+    started_after = time.perf_counter() - t0 - 0.1  # minus its own compute
+    assert 0.04 < started_after < 0.1, started_after  # the 50 ms cap (with scheduling slack)
+    await batcher.close()
+
+
+async def test_no_settling_when_the_queue_already_holds_the_next_batch():
+    # Requests that arrived during the batch are as many as it answered: the next batch starts at once (settling
+    # would add up to 1.0 x 50 ms).
+    fake = Recorder(delay=0.05)
+    batcher = MicroBatcher(fake, max_batch_size=64, settle=1.0)
+    first = [asyncio.ensure_future(batcher.submit(Job([f"a{i}"]))) for i in range(4)]
+    await asyncio.sleep(0.01)  # the first batch is computing
+    second = [asyncio.ensure_future(batcher.submit(Job([f"b{i}"]))) for i in range(4)]
+    await asyncio.gather(*first)
+    t0 = time.perf_counter()
+    await asyncio.gather(*second)
+    assert time.perf_counter() - t0 < 0.05 + 0.03  # its compute and some slack, not the 50 ms of settling
+    assert [len(b) for b in fake.batches] == [4, 4]
     await batcher.close()
 
 

@@ -1,4 +1,5 @@
-"""The OpenMP setting for serving processes: set where the user chose nothing, never over the user's choice."""
+"""Threads for serving: the OpenMP setting (set where the user chose nothing, never over the user's choice), and the
+one compute thread that loads the model and runs its batches."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from retriever_server.threads import OPENMP_ENV, quiet_openmp
+from retriever_server.threads import OPENMP_ENV, compute_thread, in_compute_thread, quiet_openmp
 
 
 def test_sets_the_spin_count_where_the_user_chose_nothing():
@@ -49,3 +50,43 @@ def test_a_late_call_warns_that_it_reaches_child_processes_only(monkeypatch, cap
         assert quiet_openmp() == OPENMP_ENV
     assert os.environ["GOMP_SPINCOUNT"] == "10000"
     assert "child processes only" in caplog.text
+
+
+def test_the_compute_thread_is_one_thread_for_the_whole_process():
+    import threading
+
+    assert compute_thread() is compute_thread()
+    names = {in_compute_thread(lambda: threading.current_thread().name) for _ in range(3)}
+    assert names == {"retriever-compute_0"}
+    with pytest.raises(ZeroDivisionError):  # the caller gets the exception
+        in_compute_thread(lambda: 1 / 0)
+
+
+def test_serve_loads_the_index_in_the_thread_that_runs_its_batches(index_dir):
+    # Loading runs torch's parallel regions; in another thread than the batches' it leaves OpenMP two teams
+    # (retriever_server/threads.py).
+    code = (
+        "import threading; from retriever_server import cli, ray_app\n"
+        "def probe(source, options):\n"
+        "    print(threading.current_thread().name)\n"
+        "    raise SystemExit(0)\n"
+        "ray_app.load_source = probe\n"
+        f"cli.main(['serve', '--index', {str(index_dir)!r}])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["retriever-compute_0"], out.stderr[-2000:]
+
+
+async def test_a_servers_batches_run_in_the_compute_thread(monkeypatch):
+    import threading
+
+    from retriever_server import app
+    from retriever_server.batching import Job
+
+    seen = []
+    monkeypatch.setattr(app, "run_jobs", lambda retriever, jobs: seen.append(threading.current_thread().name) or jobs)
+    batcher = app.make_batcher(object(), app.ServerConfig())
+    assert await batcher.submit(Job(["a"])) is not None
+    await batcher.close()
+    assert seen == ["retriever-compute_0"]
+    assert in_compute_thread(lambda: 2) == 2  # closing the batcher leaves the shared thread running
