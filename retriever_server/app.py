@@ -277,8 +277,8 @@ class PostEndpoints:
     """ASGI middleware serving the JSON POST endpoints (``/retrieve``, ``/encode``) ahead of FastAPI's router.
 
     Every rollout step is one such request, so their per-request cost is paid in the gap between two batches, while
-    the encoder waits. FastAPI's exception middleware, routing, request object and dependency solving took 80 µs of
-    server CPU per request here; this path takes 37 µs (``benchmarks/retriever_load.py`` notes). The rules stay
+    the encoder waits. Through FastAPI's exception middleware, routing, request object and dependency solving a request
+    took 98 µs of server CPU here; this path takes 48 µs (``benchmarks/retriever_http.py``). The rules stay
     those of the FastAPI app: the body is read as a stream and reading stops at ``max_body_bytes`` (413, also when
     ``Content-Length`` declares more); other methods get 405 with an ``Allow`` header; a
     :class:`~retriever_server.protocol.RequestError` becomes its JSON error; a client that disconnects before its

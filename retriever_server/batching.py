@@ -5,9 +5,9 @@ them one by one leaves the encoder at batch size 1; merging them reaches its bat
 
 :class:`MicroBatcher` runs batches in one worker thread and schedules them like this:
 
-- **No wait when idle.** A request that arrives while no batch runs, and after no shared batch, is dispatched at
-  once. Requests whose bytes arrived together are still merged, because the event loop hands all of them to their
-  handlers before the scheduler task runs.
+- **No wait when idle.** A request that finds the worker idle is dispatched at once, unless a shared batch has just
+  ended (settling, below). Requests whose bytes arrived together are still merged, because the event loop hands all
+  of them to their handlers before the scheduler task runs.
 - **Continuous batching.** Requests that arrive while a batch runs wait in the queue and go out together the moment
   the worker frees.
 - **Settling after a shared batch.** When a batch answered two or more requests and fewer requests than that are
@@ -22,7 +22,7 @@ them one by one leaves the encoder at batch size 1; merging them reaches its bat
   Measured at 64 clients x 1 query on 2 cores (``benchmarks/retriever_vs_reference.py``): 0.82x the in-process bound
   without settling, in batches of about 32. The earlier rule of a fixed 40 event-loop passes reached 0.90x, but it
   split batches once the HTTP path got faster (the passes ran out before the clients were back: a mean batch of 56
-  and 0.82x). Waiting for the clients gives 108 whole batches of 64 in 110.
+  and 0.82x). Waiting for the clients gives whole batches again: a mean of 63.5-63.8 queries and 0.85-0.87x.
 - **Fair shares.** A batch holds at most ``max_batch_size`` queries, divided among the waiting requests by
   water-filling: each gets an equal share, and what a small request does not use goes to the larger ones. A request
   that needs more than its share is split into micro-batches (slices of its queries, in order) interleaved with the

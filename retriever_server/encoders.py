@@ -214,7 +214,7 @@ class Encoder:
         # The dtype is set explicitly: transformers 5 loads a checkpoint in the dtype it was saved in, so a model saved
         # in fp16 or bf16 would otherwise run in it on CPU (slow there, and not what dtype_name reports).
         model = model.eval().to(device=device, dtype=torch.float16 if use_fp16 else torch.float32)
-        # Unpadded on CPU, where it was measured (1.35x for a batch of short queries); the pooler head needs the
+        # Unpadded on CPU, where it was measured (1.27x for a batch of short queries); the pooler head needs the
         # model's own output, so pooling="pooler" stays padded.
         unpad = device == "cpu" and config.pooling != "pooler" and unpadded.enable(model, tokenizer, device)
         logger.info(

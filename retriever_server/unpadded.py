@@ -14,7 +14,8 @@ implementation that does the above when the call carries a :class:`Packing` and 
 mask) otherwise, so the model stays correct when it is called directly. Whether a model takes the route is not
 guessed from its class: :func:`enable` switches the model over and compares the two paths on probe texts, and
 switches back when they differ or the model lacks the parts (``.embeddings``, ``.encoder``). Measured on a 2-core CPU
-(MiniLM, 64 queries of 7-14 tokens): 87 ms per batch against 117 ms padded, the same embeddings to the last bit.
+(MiniLM, 64 queries of 7-14 tokens): about 90 ms per batch against 114 ms padded, the same embeddings to the last
+bit.
 """
 
 from __future__ import annotations
