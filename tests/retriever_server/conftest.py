@@ -6,6 +6,8 @@ Everything is session-scoped: MiniLM encodes ~70 passages/s on 2 cores, so the 6
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agentrag_verl.testing import load_corpus, load_qa, write_corpus
@@ -85,23 +87,30 @@ def server(retriever):
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory, minilm_dir):
     """A random 1-layer BERT (hidden 32) with MiniLM's tokenizer: encodes hundreds of passages per second."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    return str(save_tiny_encoder(tmp_path_factory.mktemp("tiny_bert"), minilm_dir, "bert", layers=1))
 
-    out = tmp_path_factory.mktemp("tiny_bert")
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
-    torch.manual_seed(0)
-    config = BertConfig(
+
+def save_tiny_encoder(out: Path, tokenizer_dir: str, family: str, layers: int = 2) -> Path:
+    """Save a random encoder of a transformers ``family`` (``bert``, ``roberta``, ...; hidden 32, 2 heads) with the
+    tokenizer from ``tokenizer_dir`` into ``out``."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = AutoConfig.for_model(
+        family,
         vocab_size=tokenizer.vocab_size,
         hidden_size=32,
-        num_hidden_layers=1,
+        num_hidden_layers=layers,
         num_attention_heads=2,
         intermediate_size=64,
-        max_position_embeddings=128,
+        max_position_embeddings=128 if family == "bert" else 130,  # RoBERTa's positions start after the pad id
+        pad_token_id=tokenizer.pad_token_id,
     )
-    BertModel(config).eval().save_pretrained(out)
+    torch.manual_seed(0)
+    AutoModel.from_config(config).eval().save_pretrained(out)
     tokenizer.save_pretrained(out)
-    return str(out)
+    return out
 
 
 def synthetic_corpus(n: int, seed: int = 0):

@@ -178,23 +178,9 @@ def test_a_model_that_cannot_run_unpadded_is_left_padded(tmp_path, minilm_dir, c
 def test_roberta_family_runs_unpadded_with_its_own_position_ids(family, tmp_path, minilm_dir):
     # RoBERTa and XLM-R (multilingual E5) number positions from the padding index on: embedding the padded batch
     # first keeps the model's own position ids.
-    import torch
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from .conftest import save_tiny_encoder
 
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
-    config = AutoConfig.for_model(
-        family,
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=130,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    AutoModel.from_config(config).eval().save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
+    save_tiny_encoder(tmp_path, minilm_dir, family)
     unpadded = Encoder.load(EncoderConfig.from_preset(str(tmp_path), "mean", device="cpu"))
     padded = Encoder.load(EncoderConfig.from_preset(str(tmp_path), "mean", device="cpu"))
     padded.model.set_attn_implementation("sdpa")
