@@ -154,10 +154,10 @@ def blas_threshold_check(index_dir: Path, queries: list[str], model: str) -> dic
 class InProcessBound:
     """(c): one encode + search call of 64 queries in this process (no HTTP, no queueing)."""
 
-    def __init__(self, index_dir: Path, queries: list[str], batch: int = 64):
-        from retriever_server.retriever import Retriever
+    def __init__(self, index_dir: Path, queries: list[str], batch: int = 64, bf16: bool = False):
+        from retriever_server.retriever import LoadOptions, Retriever
 
-        self.retriever = Retriever.from_index_dir(index_dir)
+        self.retriever = Retriever.from_index_dir(index_dir, LoadOptions(bf16=bf16 or None))
         self.queries, self.batch, self.calls = queries, batch, 0
         self.measure(2)  # warm-up
 

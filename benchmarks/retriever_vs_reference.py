@@ -28,6 +28,9 @@ Printed checks (the targets): at every load ours has at least the reference's q/
 ours reaches >= 10x the reference and >= 0.9x the in-process bound. A failed check is printed as FAIL with its
 figures; the exit code is 0 either way (``--strict`` makes it 1).
 
+``--bf16`` runs our encoder in bfloat16, in the server and in the bound; the reference stays float32, so that run
+compares two precisions (the top-3 line counts the rankings bf16 kept) and is reported apart from the float32 table.
+
 Usage::
 
     git -C Search-R1 show HEAD:search_r1/search/retrieval_server.py > /tmp/searchr1_retrieval_server.py  # or a path
@@ -162,6 +165,12 @@ def main() -> int:
         action="store_true",
         help="give the reference our server's OpenMP setting too (default: the environment as it was)",
     )
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="our encoder in bfloat16, in the server and the bound (the reference stays float32; the top-3 check "
+        "then counts how many rankings bf16 kept)",
+    )
     parser.add_argument("--json", help="also write the results to this JSON file")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a check fails")
     args = parser.parse_args()
@@ -185,6 +194,7 @@ def main() -> int:
         f"{openmp if args.reference_openmp else 'as the environment was'}",
         flush=True,
     )
+    print(f"encoder: ours and the bound {'bfloat16' if args.bf16 else 'float32'}, the reference float32", flush=True)
     queries = make_queries(512)
     with tempfile.TemporaryDirectory(prefix="retriever-vs-reference-") as tmp:
         if args.model is None:
@@ -202,10 +212,10 @@ def main() -> int:
         if not corpus.is_file():
             parser.error(f"no corpus {corpus}; pass --corpus (the .jsonl the index was built from)")
 
-        bound = InProcessBound(index_dir, queries)
+        bound = InProcessBound(index_dir, queries, bf16=args.bf16)
         bound_times = bound.measure(15)
         ours_port, ref_port = free_port(), free_port()
-        ours = start_server(index_dir, ours_port, args.server_args.split())
+        ours = start_server(index_dir, ours_port, args.server_args.split() + (["--bf16"] if args.bf16 else []))
         log = Path(tmp) / "reference.log"
         try:
             ref = start_reference(

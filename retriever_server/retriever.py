@@ -33,6 +33,8 @@ class LoadOptions:
     """Encoder device: ``auto``/``cpu``/``cuda[:N]`` (default: the index's setting, i.e. ``auto``)."""
     fp16: bool | None = None
     """Encoder and torch-backend fp16; ``None``: on CUDA only."""
+    bf16: bool | None = None
+    """Encoder in bfloat16 (:attr:`~retriever_server.encoders.EncoderConfig.bf16`); ``None``: the index's setting."""
     model: str | None = None
     """Encoder path override, e.g. when the model directory moved since the build."""
     encoder_batch_size: int | None = None
@@ -92,6 +94,7 @@ class Retriever:
             model=options.model,
             device=options.device,
             fp16=options.fp16,
+            bf16=options.bf16,
             batch_size=options.encoder_batch_size,
             num_threads=options.num_threads,
         )
@@ -135,7 +138,9 @@ class Retriever:
         if not store_is_current(store_dir, corpus_path):
             logger.info("Converting %s into the passage store %s (once)", corpus_path, store_dir)
             convert_corpus(corpus_path, store_dir, progress=True)
-        encoder = Encoder.load(with_overrides(encoder_config, device=options.device, fp16=options.fp16))
+        encoder = Encoder.load(
+            with_overrides(encoder_config, device=options.device, fp16=options.fp16, bf16=options.bf16)
+        )
         info = {"index": str(index_path), "index_type": index_type}
         return cls(encoder, backend, CorpusStore.open(store_dir), info)
 

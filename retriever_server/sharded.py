@@ -574,6 +574,7 @@ def encoder_config_for(index_dir: str | os.PathLike[str], options: LoadOptions):
         model=options.model,
         device=options.device,
         fp16=options.fp16,
+        bf16=options.bf16,
         batch_size=options.encoder_batch_size,
         num_threads=options.num_threads,
     )

@@ -196,3 +196,15 @@ def test_query_unreachable_url(capsys):
 def test_debug_shows_the_traceback(tmp_path, capsys):
     with pytest.raises(FileNotFoundError):
         main(["serve", "--index", str(tmp_path / "nope"), "--debug"])
+
+
+def test_an_index_built_with_bf16_serves_in_bf16_unless_told_otherwise(tmp_path, five_passages, tiny_bert_dir, capsys):
+    from retriever_server.retriever import Retriever
+
+    out = tmp_path / "idx"
+    assert run_cli(_build(five_passages, tiny_bert_dir, out, "--bf16", "--device", "cpu"), capsys)[0] == 0
+    assert json.loads((out / "meta.json").read_text())["encoder"]["bf16"] is True
+    assert Retriever.from_index_dir(out).encoder.dtype_name == "bfloat16"
+    args = build_parser().parse_args(["serve", "--index", str(out), "--no-bf16"])
+    assert args.bf16 is False
+    assert Retriever.from_index_dir(out, LoadOptions(bf16=args.bf16)).encoder.dtype_name == "float32"

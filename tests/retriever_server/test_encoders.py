@@ -187,3 +187,21 @@ def test_roberta_family_runs_unpadded_with_its_own_position_ids(family, tmp_path
     padded.unpadded = False
     assert unpadded.unpadded
     np.testing.assert_allclose(unpadded.encode(TEXTS), padded.encode(TEXTS), atol=1e-6)
+
+
+def test_bf16_runs_the_model_in_bfloat16_and_returns_float32_embeddings(tiny_bert_dir):
+    import torch
+
+    bf16 = Encoder.load(EncoderConfig.from_preset(tiny_bert_dir, "mean", device="cpu", bf16=True))
+    fp32 = Encoder.load(EncoderConfig.from_preset(tiny_bert_dir, "mean", device="cpu"))
+    assert bf16.dtype_name == "bfloat16" and {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
+    assert bf16.unpadded  # the probe passes in bf16 too (the same products, row by row)
+    got, want = bf16.encode(TEXTS), fp32.encode(TEXTS)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)  # pooling and norm in float32
+    assert np.all((got * want).sum(axis=1) > 0.99)  # bf16 keeps about 3 significant digits per weight
+
+
+def test_fp16_and_bf16_together_are_refused():
+    with pytest.raises(ValueError, match="choose one precision"):
+        EncoderConfig(model="m", fp16=True, bf16=True)
