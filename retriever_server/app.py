@@ -35,6 +35,7 @@ from .batching import Job, JobService, MicroBatcher, run_jobs
 from .protocol import (
     Limits,
     RequestError,
+    body_too_large,
     parse_encode,
     parse_json_body,
     parse_retrieve,
@@ -318,7 +319,7 @@ class PostEndpoints:
 
     async def _read_body(self, declared: bytes | None, receive: Any) -> bytes | None:
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise self._too_large(declared.decode())
+            raise body_too_large(declared.decode(), self.max_body_bytes)
         # Stop at the limit: a chunked body declares no length, and buffering it whole first would let one request
         # take any amount of memory. The pieces are joined once, at the end (growing one buffer would copy it at
         # every reallocation, doubling the peak).
@@ -332,17 +333,9 @@ class PostEndpoints:
             chunks.append(chunk)
             size += len(chunk)
             if size > self.max_body_bytes:
-                raise self._too_large(f"more than {self.max_body_bytes}")
+                raise body_too_large(f"more than {self.max_body_bytes}", self.max_body_bytes)
             if not message.get("more_body", False):
                 return b"".join(chunks)
-
-    def _too_large(self, size: str) -> RequestError:
-        return RequestError(
-            413,
-            f"The body is {size} bytes; the limit is {self.max_body_bytes} (max_body_bytes). Split the queries over "
-            "several requests.",
-            type="payload_too_large",
-        )
 
 
 def route_path(scope: dict[str, Any]) -> str:

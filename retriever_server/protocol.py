@@ -80,6 +80,15 @@ class EncodeRequest:
 _JSON_TYPES = ("application/json", "text/json")
 
 
+def body_too_large(size: str, limit: int) -> RequestError:
+    """The 413 answer for a body of ``size`` bytes (a number, or "more than N") over ``limit``."""
+    return RequestError(
+        413,
+        f"The body is {size} bytes; the limit is {limit} (max_body_bytes). Split the queries over several requests.",
+        type="payload_too_large",
+    )
+
+
 def parse_json_body(body: bytes, content_type: str | None, limits: Limits) -> dict[str, Any]:
     """Check the content type and size, and parse the body as a JSON object.
 
@@ -95,12 +104,7 @@ def parse_json_body(body: bytes, content_type: str | None, limits: Limits) -> di
                 type="unsupported_media_type",
             )
     if len(body) > limits.max_body_bytes:
-        raise RequestError(
-            413,
-            f"The body is {len(body)} bytes; the limit is {limits.max_body_bytes} (max_body_bytes). Split the "
-            "queries over several requests.",
-            type="payload_too_large",
-        )
+        raise body_too_large(str(len(body)), limits.max_body_bytes)
     if not body.strip():
         raise RequestError(
             400, 'The body is empty; send a JSON object such as {"queries": ["..."]}.', type="invalid_json"

@@ -46,6 +46,18 @@ class LoadOptions:
     corpus_store: str | None = None
     """Search-R1 files only: where to keep the converted corpus (default ``<corpus_path>.store``)."""
 
+    def encoder_config(self, index_config: EncoderConfig) -> EncoderConfig:
+        """An index's encoder settings with these options' overrides (those that are set)."""
+        return with_overrides(
+            index_config,
+            model=self.model,
+            device=self.device,
+            fp16=self.fp16,
+            bf16=self.bf16,
+            batch_size=self.encoder_batch_size,
+            num_threads=self.num_threads,
+        )
+
 
 @dataclass
 class Retriever:
@@ -88,16 +100,7 @@ class Retriever:
         options = options or LoadOptions()
         root = Path(index_dir)
         meta = check_index_dir(root)
-        enc_config = EncoderConfig(**meta["encoder"])
-        enc_config = with_overrides(
-            enc_config,
-            model=options.model,
-            device=options.device,
-            fp16=options.fp16,
-            bf16=options.bf16,
-            batch_size=options.encoder_batch_size,
-            num_threads=options.num_threads,
-        )
+        enc_config = options.encoder_config(EncoderConfig(**meta["encoder"]))
         backend_name = resolve_backend(
             options.backend, index_type=meta["index_type"], has_embeddings=(root / EMBEDDINGS_FILE).is_file()
         )

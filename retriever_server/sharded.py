@@ -566,18 +566,9 @@ def deployment_classes() -> dict[str, type]:
 def encoder_config_for(index_dir: str | os.PathLike[str], options: LoadOptions):
     """The index's encoder settings with the load options' overrides (as :meth:`Retriever.from_index_dir`)."""
     from .build import META_FILE, _read_json
-    from .encoders import EncoderConfig, with_overrides
+    from .encoders import EncoderConfig
 
-    meta = _read_json(Path(index_dir) / META_FILE)
-    return with_overrides(
-        EncoderConfig(**meta["encoder"]),
-        model=options.model,
-        device=options.device,
-        fp16=options.fp16,
-        bf16=options.bf16,
-        batch_size=options.encoder_batch_size,
-        num_threads=options.num_threads,
-    )
+    return options.encoder_config(EncoderConfig(**_read_json(Path(index_dir) / META_FILE)["encoder"]))
 
 
 def build_sharded_application(
