@@ -49,7 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from retriever_server.threads import quiet_openmp
+from retriever_server.threads import serving_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -381,7 +381,7 @@ def main() -> int:
     parser.add_argument("--server-args", default="", help="extra `serve` flags for the batching-on server")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
-    quiet_openmp()  # the in-process bound runs as the server does (retriever_server.threads)
+    serving_process()  # the in-process bound runs as the server does (retriever_server.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     info = machine()

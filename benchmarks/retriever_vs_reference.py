@@ -62,7 +62,7 @@ from retriever_load import (
     synthetic_index,
 )
 
-from retriever_server.threads import quiet_openmp
+from retriever_server.threads import keep_heap, quiet_openmp
 
 LAUNCH = "--launch-reference"
 
@@ -177,10 +177,11 @@ def main() -> int:
     loads = [tuple(int(n) for n in item.split("x")) for item in args.loads.split(",")]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    # The in-process bound runs with the OpenMP setting our server gives itself (retriever_server.threads): the
-    # faster of the two. The reference runs in the environment as it was, as its users run it.
+    # The in-process bound runs with the OpenMP and heap settings our server gives itself (retriever_server.threads):
+    # the faster ones. The reference runs in the environment as it was, as its users run it.
     reference_env = dict(os.environ)
     openmp = quiet_openmp()
+    heap = keep_heap()
     if args.reference_openmp:
         reference_env.update(openmp)
     reference = Path(args.reference).resolve()
@@ -194,6 +195,7 @@ def main() -> int:
         f"{openmp if args.reference_openmp else 'as the environment was'}",
         flush=True,
     )
+    print(f"heap: ours and the bound {heap or 'as set by the user'}, the reference glibc's default", flush=True)
     print(f"encoder: ours and the bound {'bfloat16' if args.bf16 else 'float32'}, the reference float32", flush=True)
     queries = make_queries(512)
     with tempfile.TemporaryDirectory(prefix="retriever-vs-reference-") as tmp:

@@ -315,9 +315,9 @@ def _load_args(args: argparse.Namespace):
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .threads import quiet_openmp
+    from .threads import serving_process
 
-    quiet_openmp()  # before torch and faiss load (see retriever_server.threads); Ray replicas call it themselves
+    serving_process()  # before torch and faiss load (see retriever_server.threads); Ray replicas call it themselves
     from .app import ServerConfig
 
     _setup_logging(args.log_level)

@@ -35,7 +35,7 @@ from ._deps import require
 from .app import ServerConfig, make_batcher
 from .batching import Job, JobResult
 from .retriever import LoadOptions
-from .threads import in_compute_thread, quiet_openmp
+from .threads import in_compute_thread, serving_process
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def deployment_class() -> type:
         """One replica: a retriever, its :class:`~retriever_server.batching.MicroBatcher`, and the FastAPI app."""
 
         def __init__(self, source: dict, options: dict, server: dict):
-            quiet_openmp()
+            serving_process()
             self.config = ServerConfig(**server)
             # Loaded in the thread that will run its batches (retriever_server/threads.py).
             self.retriever = in_compute_thread(load_source, IndexSource(**source), LoadOptions(**options))

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._deps import require
 from .protocol import RequestError
-from .threads import in_compute_thread, quiet_openmp
+from .threads import in_compute_thread, serving_process
 
 if TYPE_CHECKING:
     import numpy as np
@@ -481,7 +481,7 @@ def deployment_classes() -> dict[str, type]:
         """One shard: its rows only; ``search`` returns global row ids."""
 
         def __init__(self, spec: dict, gpu: bool = False, search_params: str | None = None):
-            quiet_openmp()
+            serving_process()
             self.spec = ShardSpec(**spec)
             time.sleep(float(os.environ.get(SHARD_START_DELAY_ENV, "0") or 0))
             t0 = time.perf_counter()
@@ -508,7 +508,7 @@ def deployment_classes() -> dict[str, type]:
         """The query encoder (where the GPU goes)."""
 
         def __init__(self, encoder_config: dict):
-            quiet_openmp()
+            serving_process()
             from .encoders import Encoder, EncoderConfig
 
             # Loaded and run in one thread (retriever_server/threads.py); Serve runs sync methods on a thread pool.

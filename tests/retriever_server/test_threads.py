@@ -1,15 +1,16 @@
-"""Threads for serving: the OpenMP setting (set where the user chose nothing, never over the user's choice), and the
-one compute thread that loads the model and runs its batches."""
+"""Process settings for serving: the OpenMP setting and the heap thresholds (set where the user chose nothing, never
+over the user's choice), and the one compute thread that loads the model and runs its batches."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from retriever_server.threads import OPENMP_ENV, compute_thread, in_compute_thread, quiet_openmp
+from retriever_server.threads import HEAP, OPENMP_ENV, compute_thread, in_compute_thread, keep_heap, quiet_openmp
 
 
 def test_sets_the_spin_count_where_the_user_chose_nothing():
@@ -27,18 +28,21 @@ def test_leaves_the_users_choice_alone(chosen):
 
 def test_serve_sets_it_before_torch_and_faiss_load():
     # The serve command must set the variable before the libraries (which read it once, at load) are imported.
+    # It fixes the heap thresholds there too.
     code = (
-        "import sys; from retriever_server import cli\n"
-        "orig = cli._load_args\n"
+        "import sys; from retriever_server import cli, threads\n"
+        "kept = []\n"
+        "threads.keep_heap = lambda: kept.append(threads.HEAP)\n"
         "def probe(args):\n"
         "    import os; print(os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules, 'faiss' in sys.modules)\n"
+        "    print(kept == [threads.HEAP])\n"
         "    raise SystemExit(0)\n"
         "cli._load_args = probe\n"
         "cli.main(['serve', '--index', 'nowhere'])\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.stdout.split() == ["10000", "False", "False"], out.stderr[-2000:]
+    assert out.stdout.split() == ["10000", "False", "False", "True"], out.stderr[-2000:]
 
 
 def test_a_late_call_warns_that_it_reaches_child_processes_only(monkeypatch, caplog):
@@ -90,3 +94,49 @@ async def test_a_servers_batches_run_in_the_compute_thread(monkeypatch):
     await batcher.close()
     assert seen == ["retriever-compute_0"]
     assert in_compute_thread(lambda: 2) == 2  # closing the batcher leaves the shared thread running
+
+
+HEAP_PROBE = """
+import json, resource, sys
+import numpy as np
+from retriever_server.threads import keep_heap
+
+def faults_per_batch():
+    # A batch's worth of activations: 10 blocks of 4 MB, written, then all freed.
+    counts = []
+    for _ in range(6):
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        blocks = [np.ones(1 << 20, dtype=np.float32) for _ in range(10)]
+        del blocks
+        counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    return min(counts[1:])  # past the first, which grows the heap
+
+before = faults_per_batch()
+kept = keep_heap()
+print(json.dumps({"before": before, "kept": kept, "after": faults_per_batch()}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@pytest.mark.parametrize("tunables", [{}, {"GLIBC_TUNABLES": "glibc.pthread.rseq=0"}])  # not a malloc setting
+def test_keep_heap_keeps_freed_memory_for_the_next_batch(tunables):
+    # glibc's adaptive thresholds give 40 MB of freed blocks back to the system, so each batch faults its pages in
+    # again (10,240 pages of 4 KB); with the fixed thresholds the next batch reuses them.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"} | tunables
+    out = subprocess.run([sys.executable, "-c", HEAP_PROBE], env=env, capture_output=True, text=True, timeout=120)
+    result = json.loads(out.stdout)
+    assert result["kept"] == HEAP == {"M_MMAP_THRESHOLD": 32 << 20, "M_TRIM_THRESHOLD": 1 << 30}
+    assert result["before"] > 2000, result
+    assert result["after"] < 200, result
+
+
+@pytest.mark.parametrize(
+    "chosen",
+    [
+        {"MALLOC_TRIM_THRESHOLD_": "131072"},
+        {"MALLOC_MMAP_THRESHOLD_": "131072"},
+        {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=131072"},
+    ],
+)
+def test_keep_heap_leaves_the_users_malloc_settings_alone(chosen):
+    assert keep_heap(chosen) == {}
