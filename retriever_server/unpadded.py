@@ -4,18 +4,21 @@ A padded batch of short queries is mostly padding in its wider rows: 64 agent qu
 grid of 896 positions with 625 real tokens, and every Linear layer (about 80% of an encoder's CPU time) computes all
 896. Only attention mixes tokens; embeddings, projections, feed-forward layers, residuals and LayerNorm work on each
 token alone. So the batch is embedded as usual (the model computes its own position ids, RoBERTa's included), the
-padding rows are dropped, every layer runs on the ``[1, T, hidden]`` stack of real tokens, and attention alone
-scatters queries, keys and values back into the padded grid, runs SDPA there with the padding masked, and gathers the
-real rows again. The hidden states of the real tokens are the same numbers as the padded model's (row by row, the
-same matrix products); pooling then works on them exactly as before.
+padding rows are dropped, and every layer runs on the ``[1, T, hidden]`` stack of real tokens, its rows taken
+shortest first. Attention alone needs the rows apart: the rows of one length lie together in the stack, so each such
+run is a ``[rows, heads, length, head_dim]`` view of it, attended with plain SDPA and no mask (a row has no padding
+to mask). The hidden states of the real tokens are the padded model's up to float rounding in attention (the masked
+padding adds exact zeros there, in another summation order): within 1e-6 on MiniLM. Pooling then works on them as
+before.
 
 The route into the layers is transformers' attention interface: :data:`ATTENTION` is registered as an attention
 implementation that does the above when the call carries a :class:`Packing` and plain SDPA (with the model's own
 mask) otherwise, so the model stays correct when it is called directly. Whether a model takes the route is not
 guessed from its class: :func:`enable` switches the model over and compares the two paths on probe texts, and
 switches back when they differ or the model lacks the parts (``.embeddings``, ``.encoder``). Measured on a 2-core CPU
-(MiniLM, 64 queries of 7-14 tokens): about 90 ms per batch against 114 ms padded, the same embeddings to the last
-bit.
+(MiniLM, 64 queries of 7-14 tokens): about 90 ms per batch against 114 ms padded. Attention by runs of one length
+takes 0.8 ms per layer there, against 1.55 ms for scattering the stack into the padded grid and attending with the
+mask.
 """
 
 from __future__ import annotations
@@ -35,19 +38,27 @@ PROBE_TEXTS = ("who", "the river that flows through the largest city of the nort
 
 @dataclass(frozen=True)
 class Packing:
-    """Where the real tokens of a padded ``[batch, length]`` batch sit: ``index`` holds their flat positions in the
-    grid, in row order; ``key_mask`` (``[batch, 1, 1, length]``, bool) is the attention mask of the padded grid."""
+    """Where the real tokens of a padded ``[batch, length]`` batch sit. Rows are taken shortest first: ``index`` holds
+    the grid positions of their real tokens in that order, and ``runs`` the ``(rows, length)`` of each group of rows
+    of one length, in stack order (rows without tokens have none)."""
 
     index: Any
     batch: int
     length: int
-    key_mask: Any
+    runs: tuple[tuple[int, int], ...]
 
     @classmethod
     def of(cls, attention_mask) -> Packing:
+        import torch
+
         batch, length = attention_mask.shape
-        index = attention_mask.reshape(-1).nonzero().squeeze(1)
-        return cls(index, batch, length, attention_mask.bool()[:, None, None, :])
+        lengths = attention_mask.sum(dim=1)
+        order = torch.argsort(lengths, stable=True)
+        positions = order[:, None] * length + torch.arange(length, device=attention_mask.device)[None, :]
+        index = positions[attention_mask[order].bool()]
+        sizes, counts = torch.unique_consecutive(lengths[order], return_counts=True)
+        runs = tuple((rows, size) for size, rows in zip(sizes.tolist(), counts.tolist()) if size > 0)
+        return cls(index, batch, length, runs)
 
     def pad(self, tokens):
         """``[T, ...]`` real rows → ``[batch, length, ...]`` with zeros at the padding."""
@@ -66,10 +77,14 @@ def unpadded_attention(module, query, key, value, attention_mask, dropout=0.0, s
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    q, k, v = (packing.pad(x[0].transpose(0, 1)).transpose(1, 2) for x in (query, key, value))  # [B, heads, L, d]
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=packing.key_mask, scale=scaling)
-    out = out.transpose(1, 2).reshape(packing.batch * packing.length, out.shape[1], out.shape[3])
-    return out[packing.index].unsqueeze(0), None  # [1, T, heads, d], as the interface returns
+    outs, start = [], 0
+    for rows, length in packing.runs:
+        stop = start + rows * length
+        q, k, v = (x[0, :, start:stop].unflatten(1, (rows, length)).transpose(0, 1) for x in (query, key, value))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scaling)  # [rows, heads, length, d]
+        outs.append(out.transpose(1, 2).reshape(rows * length, out.shape[1], out.shape[3]))
+        start = stop
+    return torch.cat(outs).unsqueeze(0), None  # [1, T, heads, d], as the interface returns
 
 
 def _register() -> None:

@@ -125,6 +125,30 @@ def test_unpadded_encoding_gives_the_padded_embeddings(tiny_bert_dir, preset):
     np.testing.assert_allclose(direct.numpy(), shipped.numpy(), atol=1e-6)
 
 
+def test_unpadded_attention_attends_each_row_over_its_own_tokens():
+    # Rows of mixed lengths, one left-padded and one empty: attention by runs of one length gives masked SDPA's
+    # output at every real token.
+    import torch
+
+    from retriever_server import unpadded
+
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 1, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0]])
+    packing = unpadded.Packing.of(mask)
+    assert packing.runs == ((2, 2), (2, 3), (1, 4))  # shortest first; the empty row holds no tokens
+    assert packing.index.tolist() == [4, 5, 20, 21, 0, 1, 2, 9, 10, 11, 16, 17, 18, 19]
+    torch.manual_seed(0)
+    heads, dim = 3, 8
+    grid = [torch.randn(6, heads, 4, dim) for _ in range(3)]  # [batch, heads, length, d]
+    stacked = [g.transpose(1, 2).reshape(24, heads, dim)[packing.index].transpose(0, 1)[None] for g in grid]
+    got, _ = unpadded.unpadded_attention(None, *stacked, None, scaling=0.5, packing=packing)
+    keys = mask.bool()[:, None, None, :].clone()
+    keys[3] = True  # the empty row attends to anything: its output is dropped
+    want = torch.nn.functional.scaled_dot_product_attention(*grid, attn_mask=keys, scale=0.5)
+    want = want.transpose(1, 2).reshape(24, heads, dim)[packing.index]
+    torch.testing.assert_close(got[0], want, atol=1e-6, rtol=1e-5)
+    assert torch.equal(packing.pad(got[0]).reshape(24, heads, dim)[packing.index], got[0])
+
+
 def test_minilm_runs_unpadded_with_the_same_embeddings(minilm_encoder):
     from retriever_server import unpadded
 
