@@ -57,7 +57,7 @@ class Packing:
         positions = order[:, None] * length + torch.arange(length, device=attention_mask.device)[None, :]
         index = positions[attention_mask[order].bool()]
         sizes, counts = torch.unique_consecutive(lengths[order], return_counts=True)
-        runs = tuple((rows, size) for size, rows in zip(sizes.tolist(), counts.tolist()) if size > 0)
+        runs = tuple((rows, size) for size, rows in zip(sizes.tolist(), counts.tolist(), strict=True) if size > 0)
         return cls(index, batch, length, runs)
 
     def pad(self, tokens):
