@@ -213,6 +213,58 @@ def test_roberta_family_runs_unpadded_with_its_own_position_ids(family, tmp_path
     np.testing.assert_allclose(unpadded.encode(TEXTS), padded.encode(TEXTS), atol=1e-6)
 
 
+def test_onednn_linear_is_torchs_linear():
+    import torch
+
+    from retriever_server import onednn
+
+    gen = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(48, 32, generator=gen), torch.randn(48, generator=gen)
+    for x in (torch.randn(5, 32, generator=gen), torch.randn(2, 7, 32, generator=gen).transpose(0, 1)):
+        torch.testing.assert_close(onednn.linear(x, weight, bias), torch.nn.functional.linear(x, weight, bias))
+        torch.testing.assert_close(onednn.linear(x, weight, None), torch.nn.functional.linear(x, weight))
+
+
+def _timed(monkeypatch, blas: float, onednn_seconds: float) -> None:
+    """The load-time timing (BLAS first, then oneDNN) gives these seconds: which path wins is the test's choice."""
+    from retriever_server import onednn
+
+    times = iter([blas, onednn_seconds])
+    monkeypatch.setattr(onednn, "_seconds", lambda fn, calls=7: next(times))
+
+
+def _linear_types(encoder) -> set[str]:
+    import torch
+
+    return {type(m).__name__ for m in encoder.model.modules() if isinstance(m, torch.nn.Linear)}
+
+
+def test_linear_layers_run_through_onednn_where_it_is_faster(tiny_bert_dir, monkeypatch, caplog):
+    config = EncoderConfig.from_preset(tiny_bert_dir, "mean", device="cpu")
+    _timed(monkeypatch, blas=1.0, onednn_seconds=0.7)
+    with caplog.at_level("INFO", logger="retriever_server.onednn"):
+        fast = Encoder.load(config)
+    assert fast.onednn and _linear_types(fast) == {"OneDnnLinear"}
+    assert "700.00 ms against 1000.00 ms" in caplog.text
+    _timed(monkeypatch, blas=1.0, onednn_seconds=0.8)  # less than MIN_GAIN faster: kept
+    plain = Encoder.load(config)
+    assert not plain.onednn and _linear_types(plain) == {"Linear"}
+    np.testing.assert_allclose(fast.encode(TEXTS), plain.encode(TEXTS), atol=1e-6)
+
+
+def test_onednn_that_disagrees_with_blas_is_not_used(tiny_bert_dir, monkeypatch, caplog):
+    import torch
+
+    from retriever_server import onednn
+
+    _timed(monkeypatch, blas=1.0, onednn_seconds=0.1)
+    monkeypatch.setattr(onednn, "linear", lambda x, w, b: torch.nn.functional.linear(x, w, b) + 1e-3)
+    with caplog.at_level("INFO", logger="retriever_server.onednn"):
+        encoder = Encoder.load(EncoderConfig.from_preset(tiny_bert_dir, "mean", device="cpu"))
+    assert not encoder.onednn and _linear_types(encoder) == {"Linear"}
+    assert "hidden states differ from the BLAS path's" in caplog.text
+
+
 def test_bf16_runs_the_model_in_bfloat16_and_returns_float32_embeddings(tiny_bert_dir):
     import torch
 
@@ -220,6 +272,7 @@ def test_bf16_runs_the_model_in_bfloat16_and_returns_float32_embeddings(tiny_ber
     fp32 = Encoder.load(EncoderConfig.from_preset(tiny_bert_dir, "mean", device="cpu"))
     assert bf16.dtype_name == "bfloat16" and {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
     assert bf16.unpadded  # the probe passes in bf16 too (the same products, row by row)
+    assert not bf16.onednn  # torch's bf16 linear is oneDNN's already
     got, want = bf16.encode(TEXTS), fp32.encode(TEXTS)
     assert got.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)  # pooling and norm in float32
