@@ -11,8 +11,9 @@ them one by one leaves the encoder at batch size 1; merging them reaches its bat
 - **Continuous batching.** Requests that arrive while a batch runs wait in the queue and go out together the moment
   the worker frees.
 - **Settling after a shared batch.** When a batch answered two or more requests and fewer requests than that are
-  waiting, the scheduler waits for more before it takes the next batch: until as many requests wait as the batch
-  answered (or a full batch), for at most ``settle`` (0.1) times that batch's compute time. A closed loop of clients,
+  waiting, the scheduler waits for more before it takes the next batch: until as many new requests have arrived as
+  the batch answered (or a full batch), besides those that arrived while it ran, for at most ``settle`` (0.1) times
+  that batch's compute time. A closed loop of clients,
   such as rollout workers that send the next step's query at once, is back in a few milliseconds, and its requests
   join one batch. Without settling, the first client back finds the worker idle and starts a small batch, the others
   queue behind it, and the loop splits into groups that alternate; one group's HTTP work then runs while the other
@@ -23,6 +24,9 @@ them one by one leaves the encoder at batch size 1; merging them reaches its bat
   without settling, in batches of about 32. The earlier rule of a fixed 40 event-loop passes reached 0.90x, but it
   split batches once the HTTP path got faster (the passes ran out before the clients were back: a mean batch of 56
   and 0.82x). Waiting for the clients gives whole batches again: a mean of 63.5-63.8 queries and 0.85-0.87x.
+  Requests that arrived while the batch ran do not count toward the wait: otherwise a client that once came back
+  late (after the next batch had started) stayed late for good, because it stood in for one of the answered
+  clients, and the last of those then missed the batch in turn (a mean batch of exactly 63 of 64 clients).
 - **Fair shares.** A batch holds at most ``max_batch_size`` queries, divided among the waiting requests by
   water-filling: each gets an equal share, and what a small request does not use goes to the larger ones. A request
   that needs more than its share is split into micro-batches (slices of its queries, in order) interleaved with the
@@ -309,7 +313,7 @@ class MicroBatcher:
             t0 = time.perf_counter()
             await self._run(batch, loop)
             if len(batch) > 1:  # let the answered clients' next requests in (module docstring: settling)
-                await self._settle(sum(1 for s in batch if s.last))
+                await self._settle(answered=sum(1 for s in batch if s.last))
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug(
                     "batch: %d slices, %d queries, oldest waited %.1f ms, computed %.1f ms, done after %.1f ms, "
@@ -323,10 +327,13 @@ class MicroBatcher:
                 )
 
     async def _settle(self, answered: int) -> None:
-        """Wait until as many requests are queued as the last batch ``answered`` (or a full batch), for at most
-        ``settle`` times that batch's compute time (module docstring: settling)."""
+        """Unless the queue already holds as many requests as the last batch ``answered``, wait for as many new ones
+        (or a full batch), for at most ``settle`` times that batch's compute time (module docstring: settling)."""
+        waiting = len(self._pending)  # arrived while the batch ran
+        if waiting >= answered:
+            return
         deadline = time.perf_counter() + self.settle * self._last_compute
-        while len(self._pending) < answered and self._queued_queries < self.max_batch_size:
+        while len(self._pending) < waiting + answered and self._queued_queries < self.max_batch_size:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 return

@@ -284,6 +284,26 @@ async def test_settling_waits_for_clients_that_come_back_over_milliseconds():
     await batcher.close()
 
 
+async def test_a_client_that_came_back_late_once_rejoins_the_batch():
+    # Client 15 sends its first request while the first batch runs; the 15 others come back over 30 ms after each
+    # answer. The next batch waits for the 15 answered clients besides the late one, so from then on the loop is one
+    # batch of 16. Counting the late request as one of the 15 left the last client back behind in every batch
+    # (measured: 15 per batch for good).
+    fake = Recorder(delay=0.05)
+    batcher = MicroBatcher(fake, max_batch_size=64, settle=1.0)
+
+    async def late_client():
+        await asyncio.sleep(0.01)
+        for r in range(6):
+            assert await batcher.submit(Job([f"late r{r}"])) == [f"LATE R{r}"]
+            for _ in range(1 + r % 3):
+                await asyncio.sleep(0)
+
+    await asyncio.gather(closed_loop(batcher, clients=15, rounds=6, think=0.03), late_client())
+    assert [sum(len(q) for q in b) for b in fake.batches] == [15, 16, 16, 16, 16, 16, 1]
+    await batcher.close()
+
+
 async def test_settling_waits_at_most_its_share_of_the_batch_time():
     # Two requests answered; one client comes back and the other never does. The next batch waits for the second
     # client for settle x the batch's compute time (0.5 x 100 ms), then starts without it.
