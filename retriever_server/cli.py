@@ -369,10 +369,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .app import create_app
     from .http_guard import uvicorn_config
     from .ray_app import load_source
-    from .threads import in_compute_thread
+    from .threads import load_for_serving
 
     uvicorn = require("uvicorn", "Serving over HTTP")
-    retriever = in_compute_thread(load_source, source, options)  # where its batches will run (threads.py)
+    retriever = load_for_serving(load_source, source, options)
     app = create_app(retriever, server)
     config = uvicorn_config(app, server, log_level=args.log_level, access_log=args.access_log)
     logger.info("Serving %d passages on http://%s:%d", len(retriever.store), server.host, server.port)

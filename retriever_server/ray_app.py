@@ -35,7 +35,7 @@ from ._deps import require
 from .app import ServerConfig, make_batcher
 from .batching import Job, JobResult
 from .retriever import LoadOptions
-from .threads import in_compute_thread, serving_process
+from .threads import load_for_serving, serving_process
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +126,7 @@ def deployment_class() -> type:
         def __init__(self, source: dict, options: dict, server: dict):
             serving_process()
             self.config = ServerConfig(**server)
-            # Loaded in the thread that will run its batches (retriever_server/threads.py).
-            self.retriever = in_compute_thread(load_source, IndexSource(**source), LoadOptions(**options))
+            self.retriever = load_for_serving(load_source, IndexSource(**source), LoadOptions(**options))
             self._batcher = make_batcher(self.retriever, self.config)
 
         async def submit(self, job: Job) -> JobResult:

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._deps import require
 from .protocol import RequestError
-from .threads import in_compute_thread, serving_process
+from .threads import in_compute_thread, load_for_serving, serving_process
 
 if TYPE_CHECKING:
     import numpy as np
@@ -512,7 +512,7 @@ def deployment_classes() -> dict[str, type]:
             from .encoders import Encoder, EncoderConfig
 
             # Loaded and run in one thread (retriever_server/threads.py); Serve runs sync methods on a thread pool.
-            self.encoder = in_compute_thread(Encoder.load, EncoderConfig(**encoder_config))
+            self.encoder = load_for_serving(Encoder.load, EncoderConfig(**encoder_config))
 
         def encode(self, texts: list[str], kind: str):
             return in_compute_thread(self.encoder.encode, texts, kind)

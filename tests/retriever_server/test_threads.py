@@ -68,17 +68,23 @@ def test_the_compute_thread_is_one_thread_for_the_whole_process():
 
 def test_serve_loads_the_index_in_the_thread_that_runs_its_batches(index_dir):
     # Loading runs torch's parallel regions; in another thread than the batches' it leaves OpenMP two teams
-    # (retriever_server/threads.py).
+    # (retriever_server/threads.py). What the load made is then frozen out of the garbage collector's scans.
     code = (
-        "import threading; from retriever_server import cli, ray_app\n"
+        "import gc, threading; from retriever_server import app, cli, ray_app\n"
+        "loaded = []\n"
         "def probe(source, options):\n"
         "    print(threading.current_thread().name)\n"
+        "    loaded.extend([i] for i in range(50000))\n"
+        "    return loaded\n"
+        "def create_app(retriever, server):\n"
+        "    print(retriever is loaded, gc.get_freeze_count() > 50000)\n"
         "    raise SystemExit(0)\n"
         "ray_app.load_source = probe\n"
+        "app.create_app = create_app\n"
         f"cli.main(['serve', '--index', {str(index_dir)!r}])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.stdout.split() == ["retriever-compute_0"], out.stderr[-2000:]
+    assert out.stdout.split() == ["retriever-compute_0", "True", "True"], out.stderr[-2000:]
 
 
 async def test_a_servers_batches_run_in_the_compute_thread(monkeypatch):
