@@ -317,14 +317,33 @@ async def test_settling_waits_at_most_its_share_of_the_batch_time():
     await batcher.close()
 
 
-async def test_no_settling_when_the_queue_already_holds_the_next_batch():
-    # Requests that arrived during the batch are as many as it answered: the next batch starts at once (settling
-    # would add up to 1.0 x 100 ms).
+async def test_a_loop_split_in_two_groups_merges():
+    # Group B's requests arrive while group A's batch runs. The next batch waits for A's clients besides B's
+    # requests, so from the second batch on the loop is one batch of 16; ending the wait because B's requests were
+    # as many as A's batch answered kept the two groups alternating for good (8 per batch).
+    fake = Recorder(delay=0.05)
+    batcher = MicroBatcher(fake, max_batch_size=64, settle=0.5)
+
+    async def group(name: str, start: float):
+        await asyncio.sleep(start)
+        await asyncio.gather(*(client(f"{name}{i}") for i in range(8)))
+
+    async def client(name: str):
+        for r in range(4):
+            assert await batcher.submit(Job([f"{name} r{r}"])) == [f"{name.upper()} R{r}"]
+
+    await asyncio.gather(group("a", 0.0), group("b", 0.01))
+    assert [sum(len(q) for q in b) for b in fake.batches] == [8, 16, 16, 16, 8]
+    await batcher.close()
+
+
+async def test_no_settling_when_the_queue_holds_a_full_batch():
+    # 64 queries arrived while the batch ran: the next batch starts at once (settling would add up to 1.0 x 100 ms).
     fake = Recorder(delay=0.1)
     batcher = MicroBatcher(fake, max_batch_size=64, settle=1.0)
     first = [asyncio.ensure_future(batcher.submit(Job([f"a{i}"]))) for i in range(4)]
     await asyncio.sleep(0.02)  # the first batch is computing
-    second = [asyncio.ensure_future(batcher.submit(Job([f"b{i}"]))) for i in range(4)]
+    second = [asyncio.ensure_future(batcher.submit(Job([f"b{i}"] * 16))) for i in range(4)]
     await asyncio.gather(*first)
     t0 = time.perf_counter()
     await asyncio.gather(*second)
