@@ -10,24 +10,24 @@ them one by one leaves the encoder at batch size 1; merging them reaches its bat
   of them to their handlers before the scheduler task runs.
 - **Continuous batching.** Requests that arrive while a batch runs wait in the queue and go out together the moment
   the worker frees.
-- **Settling after a shared batch.** When a batch answered two or more requests, the scheduler waits for more
-  before it takes the next batch: until as many new requests have arrived as the batch answered (or a full batch),
-  besides those that arrived while it ran, for at most ``settle`` (0.1) times that batch's compute time. A closed loop of clients,
-  such as rollout workers that send the next step's query at once, is back in a few milliseconds, and its requests
-  join one batch. Without settling, the first client back finds the worker idle and starts a small batch, the others
-  queue behind it, and the loop splits into groups that alternate; one group's HTTP work then runs while the other
-  group's batch computes and takes a core from the encoder's threads. When the queue holds a full batch, nothing
+- **Settling after a shared batch.** When a batch answered two or more requests, the scheduler waits for more before
+  it takes the next batch: until as many new requests have arrived as the batch answered (or a full batch), besides
+  those that arrived while it ran, for at most ``settle`` (0.1) times that batch's compute time. A closed loop of
+  clients, such as rollout workers that send the next step's query at once, is back in a few milliseconds, and its
+  requests join one batch. Without settling, the first client back finds the worker idle and starts a small batch, the
+  others queue behind it, and the loop splits into groups that alternate; one group's HTTP work then runs while the
+  other group's batch computes and takes a core from the encoder's threads. When the queue holds a full batch, nothing
   waits; a workload whose clients do not come back pays at most ``settle`` of a batch's time. A batch of one request
-  never settles, so a lone client gets no added step.
-  Measured at 64 clients x 1 query on 2 cores (``benchmarks/retriever_vs_reference.py``): 0.82x the in-process bound
-  without settling, in batches of about 32. The earlier rule of a fixed 40 event-loop passes reached 0.90x, but it
-  split batches once the HTTP path got faster (the passes ran out before the clients were back: a mean batch of 56
-  and 0.82x). Waiting for the clients gives whole batches again: a mean of 63.5-63.8 queries and 0.85-0.87x.
-  Requests that arrived while the batch ran do not count toward the wait, and do not end it. Counted, a client
-  that once came back late (after the next batch had started) stayed late for good: it stood in for one of the
-  answered clients, and the last of those then missed the batch in turn. Ending the wait, they kept a loop that
-  had split into two groups split for good (each group's requests arrive while the other's batch runs): on the
-  2-core box a 64-client loop that started split ran at 836 q/s in batches of 35, against 950-1,000 q/s whole.
+  never settles, so a lone client gets no added step. Measured at 64 clients x 1 query on 2 cores
+  (``benchmarks/retriever_vs_reference.py``): 0.82x the in-process bound without settling, in batches of about 32. The
+  earlier rule of a fixed 40 event-loop passes reached 0.90x, but it split batches once the HTTP path got faster (the
+  passes ran out before the clients were back: a mean batch of 56 and 0.82x). Waiting for the clients gives whole
+  batches again: a mean of 63.5-63.8 queries and 0.85-0.87x. Requests that arrived while the batch ran do not count
+  toward the wait, and do not end it. Counted, a client that once came back late (after the next batch had started)
+  stayed late for good: it stood in for one of the answered clients, and the last of those then missed the batch in
+  turn. Ending the wait, they kept a loop that had split into two groups split for good (each group's requests arrive
+  while the other's batch runs): on the 2-core box a 64-client loop that started split ran at 836 q/s in batches of
+  35, against 950-1,000 q/s whole.
 - **Fair shares.** A batch holds at most ``max_batch_size`` queries, divided among the waiting requests by
   water-filling: each gets an equal share, and what a small request does not use goes to the larger ones. A request
   that needs more than its share is split into micro-batches (slices of its queries, in order) interleaved with the
