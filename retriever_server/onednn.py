@@ -28,9 +28,9 @@ import logging
 import statistics
 import time
 
-logger = logging.getLogger(__name__)
+from .unpadded import PROBE_TEXTS, same_hidden_states
 
-PROBE_TEXTS = ("who", "the river that flows through the largest city of the northern province", "capital city")
+logger = logging.getLogger(__name__)
 
 MIN_GAIN = 0.25
 """oneDNN is used when it takes at most ``1 - MIN_GAIN`` of the BLAS path's time on the timed layer."""
@@ -101,7 +101,7 @@ def enable(model, tokenizer) -> bool:
             for m in layers:
                 m.__class__ = linear_class()
             got = model(**inputs, return_dict=True).last_hidden_state[mask]
-        if torch.allclose(got, expected, rtol=1e-4, atol=1e-5):
+        if same_hidden_states(got, expected):
             logger.info(
                 "Linear layers through oneDNN: %.2f ms against %.2f ms on the widest layer.", 1e3 * onednn, 1e3 * blas
             )

@@ -36,6 +36,14 @@ PROBE_TEXTS = ("who", "the river that flows through the largest city of the nort
 """Texts of different lengths, so the probe batch holds padding."""
 
 
+def same_hidden_states(got, expected) -> bool:
+    """Whether a switched model's hidden states on the probe batch are the original's up to float rounding (the
+    check of :func:`enable` here and of :func:`retriever_server.onednn.enable`)."""
+    import torch
+
+    return torch.allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
 @dataclass(frozen=True)
 class Packing:
     """Where the real tokens of a padded ``[batch, length]`` batch sit. Rows are taken shortest first: ``index`` holds
@@ -135,7 +143,7 @@ def enable(model, tokenizer, device: str = "cpu") -> bool:
             _register()
             model.set_attn_implementation(ATTENTION)
             got = last_hidden_state(model, inputs)[mask]
-        if torch.allclose(got, expected, rtol=1e-4, atol=1e-5):
+        if same_hidden_states(got, expected):
             return True
         reason = f"its hidden states differ from the padded model's by up to {(got - expected).abs().max():.2e}"
     except (AttributeError, TypeError, ValueError, RuntimeError) as e:
