@@ -26,8 +26,15 @@ so far (about 4 MB for an encoder's activations), so the 40-odd MB a batch alloc
 after every batch and the next batch takes a page fault on every 4 KB page it touches again. Measured on the 2-core
 box (a virtual machine, where a fault costs about 1.4 µs; MiniLM, 64 queries): 10,600 faults and 103-107 ms per
 encode; with fixed thresholds (:data:`HEAP`), 450 faults and 88-92 ms, the same embeddings to the last bit.
-:func:`keep_heap` fixes them for the serving processes (``mallopt``; the setting is read at every allocation, so it
-can be made at any time), unless the user chose glibc's malloc settings through its environment variables.
+A thread other than the main one allocates from a secondary arena, whose memory comes in heaps of 64 MB, and a heap
+that a batch's freed blocks leave wholly free is unmapped at once, whatever the trim threshold. A batch that spans
+several heaps in the compute thread then faults its pages in every time: 160 MB of 4 MB blocks took 5,131 faults per
+batch, against none in one arena. So the serving processes also keep to one arena (``M_ARENA_MAX``). Measured in
+the server at 64 clients (two paired runs each): 340-700 faults per batch in the compute threads against 140-160,
+52.5 instead of 54 ms of the compute thread's CPU per batch, 1,011-1,031 instead of 980-991 q/s.
+:func:`keep_heap` makes these settings for the serving processes (``mallopt``; the thresholds are read at every
+allocation, the arena limit when a thread first allocates, so it is made before the compute thread starts), unless
+the user chose glibc's malloc settings through its environment variables.
 
 The garbage collector: a loaded encoder leaves about 490,000 Python objects (torch, transformers, the tokenizer),
 and every full collection walks all of them while it holds the GIL: 126 ms, twice in 20 s of serving 64 clients,
@@ -79,21 +86,23 @@ def quiet_openmp(environ: MutableMapping[str, str] | None = None) -> dict[str, s
     return dict(OPENMP_ENV)
 
 
-HEAP = {"M_MMAP_THRESHOLD": 32 << 20, "M_TRIM_THRESHOLD": 1 << 30}
-"""What :func:`keep_heap` sets: blocks under 32 MiB (glibc's largest mmap threshold) come from the heap, and up to
-1 GiB of freed heap is kept for the next batch, so a server's RSS stays at its largest batch's working set."""
+HEAP = {"M_MMAP_THRESHOLD": 32 << 20, "M_TRIM_THRESHOLD": 1 << 30, "M_ARENA_MAX": 1}
+"""What :func:`keep_heap` sets: blocks under 32 MiB (glibc's largest mmap threshold) come from the heap, up to 1 GiB
+of freed heap is kept for the next batch, and every thread allocates from the one (main) arena, so a server's RSS
+stays at its largest batch's working set."""
 
-_MALLOPT_PARAMS = {"M_TRIM_THRESHOLD": -1, "M_MMAP_THRESHOLD": -3}  # glibc's <malloc.h>
-_MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+_MALLOPT_PARAMS = {"M_TRIM_THRESHOLD": -1, "M_MMAP_THRESHOLD": -3, "M_ARENA_MAX": -8}  # glibc's <malloc.h>
+_MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX")
 
 
 def keep_heap(environ: Mapping[str, str] | None = None) -> dict[str, int]:
-    """Fix glibc's mmap and trim thresholds at :data:`HEAP` (module docstring: the heap), for this process.
+    """Fix glibc's mmap and trim thresholds and its arena count at :data:`HEAP` (module docstring: the heap), for this
+    process. Call it before the threads that run batches start.
 
     Returns:
         What was set; empty when the C library is not glibc, or when the user set ``MALLOC_MMAP_THRESHOLD_``,
-        ``MALLOC_TRIM_THRESHOLD_`` or a ``glibc.malloc`` tunable in ``GLIBC_TUNABLES`` (``environ``, default
-        ``os.environ``).
+        ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_ARENA_MAX`` or a ``glibc.malloc`` tunable in ``GLIBC_TUNABLES``
+        (``environ``, default ``os.environ``).
     """
     env = os.environ if environ is None else environ
     if any(name in env for name in _MALLOC_ENV) or "glibc.malloc." in env.get("GLIBC_TUNABLES", ""):
@@ -105,7 +114,7 @@ def keep_heap(environ: Mapping[str, str] | None = None) -> dict[str, int]:
     done = {}
     for name, value in HEAP.items():
         if mallopt(_MALLOPT_PARAMS[name], value) != 1:
-            logger.warning("mallopt(%s, %d) was refused; freed memory goes back to the system per batch.", name, value)
+            logger.warning("mallopt(%s, %d) was refused; batches may fault their memory in again.", name, value)
             continue
         done[name] = value
     return done

@@ -131,9 +131,53 @@ def test_keep_heap_keeps_freed_memory_for_the_next_batch(tunables):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"} | tunables
     out = subprocess.run([sys.executable, "-c", HEAP_PROBE], env=env, capture_output=True, text=True, timeout=120)
     result = json.loads(out.stdout)
-    assert result["kept"] == HEAP == {"M_MMAP_THRESHOLD": 32 << 20, "M_TRIM_THRESHOLD": 1 << 30}
+    assert result["kept"] == HEAP == {"M_MMAP_THRESHOLD": 32 << 20, "M_TRIM_THRESHOLD": 1 << 30, "M_ARENA_MAX": 1}
     assert result["before"] > 2000, result
     assert result["after"] < 200, result
+
+
+THREAD_HEAP_PROBE = """
+import json, resource, sys, threading
+import numpy as np
+from retriever_server import threads
+
+if sys.argv[1] == "thresholds-only":
+    threads.HEAP = {k: v for k, v in threads.HEAP.items() if k != "M_ARENA_MAX"}
+threads.keep_heap()
+
+def faults_per_batch():
+    # A batch of 160 MB in 4 MB blocks, run in a thread of its own (a server's compute thread).
+    counts = []
+    for _ in range(6):
+        f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        blocks = [np.ones(1 << 20, dtype=np.float32) for _ in range(40)]
+        del blocks
+        counts.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - f0)
+    result.append(min(counts[1:]))
+
+result = []
+worker = threading.Thread(target=faults_per_batch)
+worker.start()
+worker.join()
+print(json.dumps(result[0]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_keep_heap_keeps_freed_memory_in_a_worker_thread_too():
+    # A worker thread's secondary arena unmaps a heap of 64 MB as soon as it is wholly free, whatever the trim
+    # threshold: a batch spanning several heaps faults its pages in again every time, unless all threads share one
+    # arena.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+
+    def faults(mode: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", THREAD_HEAP_PROBE, mode], env=env, capture_output=True, text=True, timeout=120
+        )
+        return json.loads(out.stdout)
+
+    assert faults("thresholds-only") > 2000
+    assert faults("kept") < 200
 
 
 @pytest.mark.parametrize(
@@ -141,6 +185,7 @@ def test_keep_heap_keeps_freed_memory_for_the_next_batch(tunables):
     [
         {"MALLOC_TRIM_THRESHOLD_": "131072"},
         {"MALLOC_MMAP_THRESHOLD_": "131072"},
+        {"MALLOC_ARENA_MAX": "4"},
         {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=131072"},
     ],
 )
