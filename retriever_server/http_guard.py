@@ -129,7 +129,7 @@ class _Guard:
 
     # -- asyncio.Protocol --------------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)  # type: ignore[misc]
+        super().connection_made(PairedWrites(transport))  # type: ignore[misc]
         self._arm(self.server_config.header_timeout_s, self._head_timed_out)
 
     def data_received(self, data: bytes) -> None:
@@ -246,6 +246,67 @@ class _Guard:
         )
         self.transport.write(head + body)
         self._close(f"request head over {limit} bytes (answered 431, connection closed)")
+
+
+class PairedWrites:
+    """A transport that sends a response's head and body in one socket write.
+
+    uvicorn writes a response's status line and headers, then its body: two ``send`` calls, and the client wakes
+    twice. Here a write is held until the next write on the connection, which goes out together with it
+    (``writelines``: one ``writev`` on uvloop); a write left alone goes out when the event loop's current iteration
+    ends. ``close`` and ``write_eof`` send what is held first; ``abort`` drops it, as it drops the transport's own
+    buffer. Everything else is the wrapped transport's.
+
+    Measured at 64 keep-alive clients with an instant service (``benchmarks/retriever_http.py``, medians of 3 runs):
+    the server's CPU per request 56 → 50 µs, the load generator's 29 → 25 µs. At 64 clients both are spent between
+    two batches, while the encoder waits; with the real encoder that gap is mostly the kernel's socket calls, and it
+    measured 5.0 ms plain against 4.9 ms paired (medians of 3 runs, within the noise of this box). Holding every
+    write to the end of the loop iteration instead measured 46 and 20 µs with the instant service and 4.8 ms with
+    the encoder, but it holds the first answer back until all the others are rendered.
+    """
+
+    __slots__ = ("_transport", "_held", "_loop")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._held: bytes | None = None
+        self._loop = asyncio.get_running_loop()
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is None:
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+        else:
+            self._held = None
+            self._transport.writelines((held, data))
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.write(b"".join(list_of_data))
+
+    def flush(self) -> None:
+        """Send the held write now (if any)."""
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + len(self._held or b"")
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def guarded_protocol(config: ServerConfig, base: type[asyncio.Protocol] | None = None) -> type[asyncio.Protocol]:
