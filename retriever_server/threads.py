@@ -88,8 +88,9 @@ def quiet_openmp(environ: MutableMapping[str, str] | None = None) -> dict[str, s
 
 HEAP = {"M_MMAP_THRESHOLD": 32 << 20, "M_TRIM_THRESHOLD": 1 << 30, "M_ARENA_MAX": 1}
 """What :func:`keep_heap` sets: blocks under 32 MiB (glibc's largest mmap threshold) come from the heap, up to 1 GiB
-of freed heap is kept for the next batch, and every thread allocates from the one (main) arena, so a server's RSS
-stays at its largest batch's working set."""
+of freed heap is kept for the next batch, and threads that start afterwards allocate from the main arena, so a
+server's RSS stays at its largest batch's working set. The arena limit only stops new arenas: in a process whose
+threads already have their own (a Ray worker), a new thread may be given one of those."""
 
 _MALLOPT_PARAMS = {"M_TRIM_THRESHOLD": -1, "M_MMAP_THRESHOLD": -3, "M_ARENA_MAX": -8}  # glibc's <malloc.h>
 _MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX")
