@@ -102,24 +102,28 @@ async def test_a_servers_batches_run_in_the_compute_thread(monkeypatch):
     assert in_compute_thread(lambda: 2) == 2  # closing the batcher leaves the shared thread running
 
 
-HEAP_PROBE = """
-import json, resource, sys
+FAULTS_PER_BATCH = """
+import json, resource, sys, threading
 import numpy as np
-from retriever_server.threads import keep_heap
 
-def faults_per_batch():
-    # A batch's worth of activations: 10 blocks of 4 MB, written, then all freed.
+def faults_per_batch(blocks, who=resource.RUSAGE_SELF):
+    # A batch's activations: `blocks` blocks of 4 MB, written, then all freed. The fewest faults per batch past the
+    # first, which grows the heap.
     counts = []
     for _ in range(6):
-        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        blocks = [np.ones(1 << 20, dtype=np.float32) for _ in range(10)]
-        del blocks
-        counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
-    return min(counts[1:])  # past the first, which grows the heap
+        f0 = resource.getrusage(who).ru_minflt
+        batch = [np.ones(1 << 20, dtype=np.float32) for _ in range(blocks)]
+        del batch
+        counts.append(resource.getrusage(who).ru_minflt - f0)
+    return min(counts[1:])
+"""
 
-before = faults_per_batch()
+HEAP_PROBE = """
+from retriever_server.threads import keep_heap
+
+before = faults_per_batch(10)
 kept = keep_heap()
-print(json.dumps({"before": before, "kept": kept, "after": faults_per_batch()}))
+print(json.dumps({"before": before, "kept": kept, "after": faults_per_batch(10)}))
 """
 
 
@@ -129,7 +133,9 @@ def test_keep_heap_keeps_freed_memory_for_the_next_batch(tunables):
     # glibc's adaptive thresholds give 40 MB of freed blocks back to the system, so each batch faults its pages in
     # again (10,240 pages of 4 KB); with the fixed thresholds the next batch reuses them.
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"} | tunables
-    out = subprocess.run([sys.executable, "-c", HEAP_PROBE], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", FAULTS_PER_BATCH + HEAP_PROBE], env=env, capture_output=True, text=True, timeout=120
+    )
     result = json.loads(out.stdout)
     assert result["kept"] == HEAP == {"M_MMAP_THRESHOLD": 32 << 20, "M_TRIM_THRESHOLD": 1 << 30, "M_ARENA_MAX": 1}
     assert result["before"] > 2000, result
@@ -137,26 +143,14 @@ def test_keep_heap_keeps_freed_memory_for_the_next_batch(tunables):
 
 
 THREAD_HEAP_PROBE = """
-import json, resource, sys, threading
-import numpy as np
 from retriever_server import threads
 
 if sys.argv[1] == "thresholds-only":
     threads.HEAP = {k: v for k, v in threads.HEAP.items() if k != "M_ARENA_MAX"}
 threads.keep_heap()
-
-def faults_per_batch():
-    # A batch of 160 MB in 4 MB blocks, run in a thread of its own (a server's compute thread).
-    counts = []
-    for _ in range(6):
-        f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-        blocks = [np.ones(1 << 20, dtype=np.float32) for _ in range(40)]
-        del blocks
-        counts.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - f0)
-    result.append(min(counts[1:]))
-
 result = []
-worker = threading.Thread(target=faults_per_batch)
+# A batch of 160 MB, run in a thread of its own (a server's compute thread).
+worker = threading.Thread(target=lambda: result.append(faults_per_batch(40, resource.RUSAGE_THREAD)))
 worker.start()
 worker.join()
 print(json.dumps(result[0]))
@@ -172,7 +166,11 @@ def test_keep_heap_keeps_freed_memory_in_a_worker_thread_too():
 
     def faults(mode: str) -> int:
         out = subprocess.run(
-            [sys.executable, "-c", THREAD_HEAP_PROBE, mode], env=env, capture_output=True, text=True, timeout=120
+            [sys.executable, "-c", FAULTS_PER_BATCH + THREAD_HEAP_PROBE, mode],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         return json.loads(out.stdout)
 
