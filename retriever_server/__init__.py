@@ -15,6 +15,8 @@ module                   what it holds
 ``batching``             the asyncio micro-batcher and the batch runner
 ``protocol``             the wire format: validation and response rendering
 ``app``                  the FastAPI app (``create_app``) and ``ServerConfig``
+``http_guard``           uvicorn's connections with limits on heads, bodies and slow clients
+``fast_post``            ``/retrieve`` and ``/encode`` answered by those connections, without ASGI
 ``ray_app``              the Ray Serve deployment and the ``build_app`` app builder
 ``sharded``              sharded indexes: the merge, and the Ray Serve app of encoder + shard deployments
 ``cli``                  ``python -m retriever_server {build,serve,query}``

@@ -5,7 +5,9 @@ or behind Ray Serve (:mod:`retriever_server.ray_app`, whose replicas run the sam
 The wire format and validation rules live in :mod:`retriever_server.protocol`; batching and scheduling in
 :mod:`retriever_server.batching`. ``/retrieve`` and ``/encode`` are served by :class:`PostEndpoints`, a middleware in
 front of FastAPI's router (less than half the per-request CPU); FastAPI serves ``/health``, the docs and the error
-answers for other paths. So the OpenAPI page (``docs=True``) lists ``/health`` only.
+answers for other paths. So the OpenAPI page (``docs=True``) lists ``/health`` only. Under ``serve`` (uvicorn), the
+connections answer the same endpoint functions without ASGI (:mod:`retriever_server.fast_post`; they are in
+``app.state.post_endpoints``); behind Ray Serve every request takes the ASGI path.
 
 Errors: invalid requests get 4xx JSON ``{"error": {"type", "message", "field"}}`` (also for unknown paths and
 methods); an unexpected server fault gets 500 with the same shape and is logged with its traceback.
@@ -225,7 +227,9 @@ def create_app(
         return {"status": "ok", **description, "default_topk": config.default_topk, **service.stats()}
 
     # Starlette runs the middleware added last first: the head limit, then the two POST endpoints, then FastAPI.
-    app.add_middleware(PostEndpoints, endpoints={"/retrieve": retrieve, "/encode": encode}, limits=limits)
+    # uvicorn's connections answer the same endpoints without ASGI (retriever_server.fast_post).
+    app.state.post_endpoints = {"/retrieve": retrieve, "/encode": encode}
+    app.add_middleware(PostEndpoints, endpoints=app.state.post_endpoints, limits=limits)
     app.add_middleware(RequestHeadLimit, max_headers=config.max_headers, max_header_bytes=config.max_header_bytes)
 
     @app.exception_handler(StarletteHTTPException)
@@ -238,9 +242,7 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def on_internal_error(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("Internal error on %s %s", request.method, request.url.path)
-        body = RequestError(500, f"Internal server error: {type(exc).__name__}: {exc}", type="internal_error").body()
-        return JSONResponse(body, status_code=500)
+        return JSONResponse(internal_error(request.method, request.url.path, exc).body(), status_code=500)
 
     return app
 
@@ -256,6 +258,40 @@ def public_name(path: str | None) -> str | None:
         return path
     p = Path(path)
     return p.name if p.is_absolute() or p.exists() else path
+
+
+def error_json(error: RequestError) -> bytes:
+    """An error's JSON answer body."""
+    return json.dumps(error.body()).encode()
+
+
+def internal_error(method: str, path: str, exc: Exception) -> RequestError:
+    """The 500 answer to an unexpected fault in a request, logged with its traceback (call it in the handler)."""
+    logger.exception("Internal error on %s %s", method, path)
+    return RequestError(500, f"Internal server error: {type(exc).__name__}: {exc}", type="internal_error")
+
+
+def check_declared_length(declared: bytes | None, limit: int) -> None:
+    """Raise the 413 answer when a ``Content-Length`` header declares more than ``limit`` bytes."""
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise body_too_large(declared.decode(), limit)
+
+
+def head_error(
+    headers: list[tuple[bytes, bytes]], target_bytes: int, max_headers: int, max_header_bytes: int
+) -> RequestError | None:
+    """The 431 answer for a request head over ``max_headers`` or ``max_header_bytes`` (``target_bytes``: the request
+    target's length, path and query), or ``None`` when it is within both."""
+    size = target_bytes + sum(len(name) + len(value) + 4 for name, value in headers)  # "name: value\r\n"
+    if len(headers) > max_headers:
+        message = f"The request has {len(headers)} headers; the limit is {max_headers} (max_headers)."
+    elif size > max_header_bytes:
+        message = (
+            f"The request target and headers take {size} bytes; the limit is {max_header_bytes} (max_header_bytes)."
+        )
+    else:
+        return None
+    return RequestError(431, message + " Send fewer or shorter headers.", type="request_header_fields_too_large")
 
 
 async def send_json(send: Any, status: int, body: bytes, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
@@ -313,13 +349,12 @@ class PostEndpoints:
             content_type = headers.get(b"content-type")
             answer = await endpoint(body, content_type.decode("latin-1") if content_type is not None else None)
         except RequestError as error:
-            await send_json(send, error.status, json.dumps(error.body()).encode(), allow)
+            await send_json(send, error.status, error_json(error), allow)
             return
         await send_json(send, 200, answer)
 
     async def _read_body(self, declared: bytes | None, receive: Any) -> bytes | None:
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise body_too_large(declared.decode(), self.max_body_bytes)
+        check_declared_length(declared, self.max_body_bytes)
         # Stop at the limit: a chunked body declares no length, and buffering it whole first would let one request
         # take any amount of memory. The pieces are joined once, at the end (growing one buffer would copy it at
         # every reallocation, doubling the peak).
@@ -360,21 +395,9 @@ class RequestHeadLimit:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            headers = scope["headers"]
-            size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
-            size += sum(len(name) + len(value) + 4 for name, value in headers)  # "name: value\r\n"
-            message = None
-            if len(headers) > self.max_headers:
-                message = f"The request has {len(headers)} headers; the limit is {self.max_headers} (max_headers)."
-            elif size > self.max_header_bytes:
-                message = (
-                    f"The request target and headers take {size} bytes; the limit is {self.max_header_bytes} "
-                    "(max_header_bytes)."
-                )
-            if message:
-                error = RequestError(
-                    431, message + " Send fewer or shorter headers.", type="request_header_fields_too_large"
-                )
-                await send_json(send, 431, json.dumps(error.body()).encode())
+            target = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+            error = head_error(scope["headers"], target, self.max_headers, self.max_header_bytes)
+            if error is not None:
+                await send_json(send, 431, error_json(error))
                 return
         await self.app(scope, receive, send)

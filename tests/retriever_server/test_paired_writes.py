@@ -112,3 +112,15 @@ async def test_abort_drops_what_is_held_and_the_rest_passes_through():
     assert sock.sends == [] and sock.aborted
     assert t.is_closing()
     assert t.get_extra_info("sockname") == ("127.0.0.1", 8000)
+
+
+async def test_writelines_is_a_whole_response_sent_at_once_after_what_is_held():
+    sock = Socket()
+    t = PairedWrites(sock)
+    t.writelines([b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n", b"{}"])
+    assert sock.sends == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
+    t.write(b"held")
+    t.writelines([b"head", b"body"])
+    assert sock.sends[1:] == [b"heldheadbody"]
+    await next_iteration()  # nothing was left held
+    assert len(sock.sends) == 2

@@ -1,0 +1,350 @@
+"""The POST endpoints answered by the connection (``retriever_server.fast_post``), against the ASGI path.
+
+Real uvicorn servers on 127.0.0.1 in threads of this process, over the fixture index: one with the connection's fast
+path (what ``serve`` runs) and one whose protocol has none, so every request goes through uvicorn's ASGI cycle, the
+app's middleware and ``PostEndpoints``. Both wrap the app in a counter of the HTTP requests that reached ASGI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import socket
+import threading
+import time
+
+import pytest
+
+from agentrag_verl.demo.servers import free_port
+
+MAX_BODY = 4096
+
+
+class CountingApp:
+    """The app, counting the HTTP requests that reach it through ASGI (``(method, path)``)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.state = app.state  # uvicorn_config reads the POST endpoints there
+        self.seen: list[tuple[str, str]] = []
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            self.seen.append((scope["method"], scope["path"]))
+        await self.app(scope, receive, send)
+
+
+@contextlib.contextmanager
+def serving(app, config, *, fast: bool = True, access_log: bool = False):
+    import uvicorn
+
+    from retriever_server.http_guard import guarded_protocol, uvicorn_config
+
+    settings = uvicorn_config(app, config, log_level="info", access_log=access_log)
+    if not fast:
+        settings.http = guarded_protocol(config)  # no POST endpoints: every request through ASGI
+    server = uvicorn.Server(settings)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline
+        time.sleep(0.02)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+def config_for(**overrides):
+    from retriever_server.app import ServerConfig
+
+    return ServerConfig(port=free_port(), max_body_bytes=MAX_BODY, **overrides)
+
+
+@pytest.fixture(scope="module")
+def pair(retriever):
+    """(fast server's config and app, ASGI-only server's config and app), both running."""
+    from retriever_server.app import create_app
+
+    fast_config, asgi_config = config_for(), config_for()
+    fast_app, asgi_app = (
+        CountingApp(create_app(retriever, fast_config)),
+        CountingApp(create_app(retriever, asgi_config)),
+    )
+    with serving(fast_app, fast_config), serving(asgi_app, asgi_config, fast=False):
+        yield (fast_config, fast_app), (asgi_config, asgi_app)
+
+
+# ---- raw HTTP/1.1 ---------------------------------------------------------------------------------------------------
+
+
+def request(target: bytes, body: bytes = b"", *headers: bytes, method: bytes = b"POST", version=b"HTTP/1.1") -> bytes:
+    lines = [method + b" " + target + b" " + version, b"Host: t", *headers]
+    if body and not any(h.lower().startswith((b"content-length", b"transfer-encoding")) for h in headers):
+        lines.append(b"Content-Length: %d" % len(body))
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def post_json(target: bytes, obj, *headers: bytes) -> bytes:
+    return request(target, json.dumps(obj).encode(), b"Content-Type: application/json", *headers)
+
+
+def read_responses(
+    sock: socket.socket, count: int, data: bytes = b"", timeout: float = 30.0
+) -> tuple[list[tuple[int, dict, bytes]], bool]:
+    """``count`` responses (status, headers without ``date``, body) after ``data`` (already received), and whether
+    the server then closed."""
+    sock.settimeout(timeout)
+    responses = []
+    while len(responses) < count:
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed after {len(responses)} responses: {data!r}"
+            data += chunk
+        head, _, data = data.partition(b"\r\n\r\n")
+        status_line, *lines = head.split(b"\r\n")
+        headers = dict(line.split(b": ", 1) for line in lines)
+        size = int(headers[b"content-length"])
+        while len(data) < size:
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed mid-body"
+            data += chunk
+        body, data = data[:size], data[size:]
+        assert re.fullmatch(rb"HTTP/1\.1 \d{3} [A-Za-z ]+", status_line), status_line
+        headers.pop(b"date")
+        responses.append((int(status_line.split()[1]), headers, body))
+    assert data == b"", data
+    sock.settimeout(0.5)
+    try:
+        closed = sock.recv(1) == b""
+    except TimeoutError:
+        closed = False
+    return responses, closed
+
+
+def exchange(port: int, raw: bytes, count: int = 1) -> tuple[list[tuple[int, dict, bytes]], bool]:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(raw)
+        return read_responses(sock, count)
+
+
+# ---- the same answers as the ASGI path ---------------------------------------------------------------------------
+
+SAME = [
+    post_json(
+        b"/retrieve", {"queries": ["Who wrote The Salt Clock?", "harbour town"], "topk": 2, "return_scores": True}
+    ),
+    post_json(b"/retrieve", {"query": "Who wrote The Salt Clock?", "topk": 1}),
+    post_json(b"/retrieve", {"queries": ["", "   ", "a river island"], "topk": 3, "return_scores": True}),
+    post_json(b"/retrieve", {"queries": []}),
+    post_json(b"/encode", {"queries": ["a river island"]}),
+    request(b"/retrieve", b'{"queries": ["x"', b"Content-Type: application/json"),  # 400: not JSON
+    request(b"/retrieve", b"", b"Content-Type: application/json", b"Content-Length: 0"),  # 400: empty
+    request(b"/retrieve", b'{"queries": ["x"]}', b"Content-Type: text/plain"),  # 415
+    post_json(b"/retrieve", {"queries": ["x"], "topk": 10**6}),  # 422
+    post_json(b"/retrieve", ["x"]),  # 422: not an object
+    post_json(b"/encode", {"queries": ["x"], "kind": "image"}),  # 422
+    request(b"/retrieve", b"{}", b"Content-Type: application/json", b"Content-Length: %d" % (MAX_BODY + 1)),  # 413
+    request(  # 413: a chunked body that grows past the limit
+        b"/retrieve",
+        b"".join(b"400\r\n" + b" " * 1024 + b"\r\n" for _ in range(5)) + b"0\r\n\r\n",
+        b"Content-Type: application/json",
+        b"Transfer-Encoding: chunked",
+    ),
+    request(  # a chunked body within the limit
+        b"/retrieve",
+        b'9\r\n{"query":\r\nb\r\n "chunked"}\r\n0\r\n\r\n',
+        b"Content-Type: application/json",
+        b"Transfer-Encoding: chunked",
+    ),
+]
+
+
+@pytest.mark.parametrize("raw", SAME, ids=range(len(SAME)))
+def test_answers_are_the_asgi_paths_byte_for_byte(pair, raw):
+    (fast_config, fast_app), (asgi_config, asgi_app) = pair
+    fast_before, asgi_before = len(fast_app.seen), len(asgi_app.seen)
+    fast, fast_closed = exchange(fast_config.port, raw)
+    asgi, asgi_closed = exchange(asgi_config.port, raw)
+    assert fast == asgi
+    assert fast_closed == asgi_closed
+    assert fast_app.seen[fast_before:] == [], "the fast server ran the request through ASGI"
+    assert len(asgi_app.seen) == asgi_before + 1
+    status, headers, body = fast[0]
+    assert headers[b"content-type"] == b"application/json" and headers[b"server"] == b"uvicorn"
+    if status == 200 and raw.startswith(b"POST /retrieve"):
+        assert "result" in json.loads(body)
+
+
+def test_keep_alive_pipelining_and_connection_close(pair):
+    (config, app), _ = pair
+    one = post_json(b"/retrieve", {"query": "Who wrote The Salt Clock?", "topk": 1})
+    two = post_json(b"/retrieve", {"query": "a river island", "topk": 2})
+    alone = [exchange(config.port, raw)[0][0] for raw in (one, two)]
+    with socket.create_connection(("127.0.0.1", config.port), timeout=30) as sock:
+        sock.sendall(one + two)  # pipelined: the second waits for the first (uvicorn's queue), then both answered
+        answers, closed = read_responses(sock, 2)
+        assert answers == alone and not closed
+        sock.sendall(one)  # the kept-alive connection serves the next request
+        again, closed = read_responses(sock, 1)
+        assert again == [alone[0]] and not closed
+        sock.sendall(post_json(b"/retrieve", {"query": "Who wrote The Salt Clock?", "topk": 1}, b"Connection: close"))
+        (status, headers, body), *_ = read_responses(sock, 1)[0]
+    assert status == 200 and headers[b"connection"] == b"close" and body == alone[0][2]
+    http10 = request(
+        b"/retrieve", b'{"query": "a river island", "topk": 2}', b"Content-Type: application/json", version=b"HTTP/1.0"
+    )
+    (answer,), closed = exchange(config.port, http10)
+    assert answer[0] == 200 and answer[1][b"connection"] == b"close" and answer[2] == alone[1][2] and closed
+
+
+def test_requests_it_does_not_take_go_through_asgi(pair):
+    (config, app), _ = pair
+    before = len(app.seen)
+    query = post_json(b"/retrieve?debug=1", {"query": "a river island"})
+    (answer,), _ = exchange(config.port, query)
+    assert answer[0] == 200 and "result" in json.loads(answer[2])
+    continued = post_json(b"/retrieve", {"query": "a river island"}, b"Expect: 100-continue")
+    with socket.create_connection(("127.0.0.1", config.port), timeout=30) as sock:
+        sock.sendall(continued)
+        interim = b"HTTP/1.1 100 Continue\r\n\r\n"
+        data = b""
+        while len(data) < len(interim):
+            data += sock.recv(65536)
+        assert data.startswith(interim)
+        (answer,), _ = read_responses(sock, 1, data[len(interim) :])
+        assert answer[0] == 200 and "result" in json.loads(answer[2])
+    many = post_json(b"/retrieve", {"query": "x"}, *(b"X-%d: 1" % i for i in range(config.max_headers)))
+    (answer,), _ = exchange(config.port, many)
+    assert answer[0] == 431 and json.loads(answer[2])["error"]["type"] == "request_header_fields_too_large"
+    (answer,), _ = exchange(config.port, request(b"/retrieve", method=b"GET"))
+    assert answer[0] == 405 and answer[1][b"allow"] == b"POST"
+    assert app.seen[before:] == [
+        ("POST", "/retrieve"),
+        ("POST", "/retrieve"),
+        ("POST", "/retrieve"),
+        ("GET", "/retrieve"),
+    ]
+
+
+class GatedService:
+    """Answers each job when the test opens the gate (an instant answer otherwise), or raises ``fail``."""
+
+    def __init__(self, retriever, fail: Exception | None = None):
+        self.retriever, self.fail = retriever, fail
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+
+    async def submit(self, job):
+        from retriever_server.batching import run_jobs
+
+        self.entered.set()
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        if self.fail is not None:
+            raise self.fail
+        return run_jobs(self.retriever, [job])[0]
+
+    def stats(self):
+        return {}
+
+
+def test_a_fault_is_logged_and_answered_500_as_on_the_asgi_path(retriever, caplog):
+    from retriever_server.app import create_app
+
+    answers = []
+    for fast in (True, False):
+        config = config_for()
+        app = create_app(retriever, config, service=GatedService(retriever, fail=RuntimeError("the index is gone")))
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="retriever_server"), serving(app, config, fast=fast):
+            (answer,), closed = exchange(config.port, post_json(b"/retrieve", {"query": "x"}))
+        answers.append((answer[0], json.loads(answer[2]), closed))
+        errors = [r for r in caplog.records if r.name.startswith("retriever_server")]
+        assert [r.getMessage() for r in errors] == ["Internal error on POST /retrieve"]
+        assert errors[0].exc_info is not None and "the index is gone" in str(errors[0].exc_info[1])
+        if fast:
+            assert answer[1][b"connection"] == b"close"
+    assert answers[0] == answers[1]  # the ASGI path closes too (uvicorn, after the app re-raised)
+    status, body, closed = answers[0]
+    assert status == 500 and closed
+    assert body["error"] == {
+        "type": "internal_error",
+        "message": "Internal server error: RuntimeError: the index is gone",
+        "field": None,
+    }
+
+
+def test_a_client_gone_before_its_answer_gets_nothing_and_a_shutdown_waits_for_the_answer(retriever, caplog):
+    from retriever_server.app import create_app
+
+    config = config_for()
+    service = GatedService(retriever)
+    app = create_app(retriever, config, service=service)
+    query = post_json(b"/retrieve", {"query": "a river island", "topk": 1})
+    with caplog.at_level(logging.INFO), serving(app, config) as server:
+        (expected,), _ = exchange(config.port, query)
+        service.gate.clear()
+        service.entered.clear()
+        with socket.create_connection(("127.0.0.1", config.port), timeout=30) as gone:
+            gone.sendall(query)
+            assert service.entered.wait(10)
+        time.sleep(0.2)  # the server sees the disconnect while the job waits
+        service.gate.set()
+        with socket.create_connection(("127.0.0.1", config.port), timeout=30) as sock:
+            sock.sendall(query)
+            assert read_responses(sock, 1) == ([expected], False)  # the server goes on
+            service.gate.clear()
+            service.entered.clear()
+            sock.sendall(query)
+            assert service.entered.wait(10)
+            server.should_exit = True  # a graceful shutdown while the request is in flight
+            time.sleep(0.2)
+            service.gate.set()
+            (status, headers, body), *_ = read_responses(sock, 1)[0]
+    assert (status, body) == (200, expected[2]) and headers[b"connection"] == b"close"
+    problems = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not problems, [r.getMessage() for r in problems]
+    gone_lines = [r.getMessage() for r in caplog.records if "before the response" in r.getMessage()]
+    assert len(gone_lines) == 1 and "POST /retrieve" in gone_lines[0]
+
+
+def test_the_access_log_line_is_uvicorns(retriever):
+    from retriever_server.app import create_app
+
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(re.sub(r":\d+ ", ":PORT ", record.getMessage()))
+
+    lines = []
+    for fast in (True, False):
+        config = config_for()
+        app = create_app(retriever, config)
+        handler = Lines()
+        with serving(app, config, fast=fast, access_log=True):
+            access = logging.getLogger("uvicorn.access")  # uvicorn's log config does not propagate it to the root
+            access.addHandler(handler)
+            try:
+                exchange(config.port, post_json(b"/retrieve", {"query": "x"}))
+                exchange(config.port, request(b"/retrieve", b"{", b"Content-Type: application/json"))
+            finally:
+                access.removeHandler(handler)
+        lines.append(handler.lines)
+    assert (
+        lines[0]
+        == lines[1]
+        == [
+            '127.0.0.1:PORT - "POST /retrieve HTTP/1.1" 200',
+            '127.0.0.1:PORT - "POST /retrieve HTTP/1.1" 400',
+        ]
+    )
