@@ -229,7 +229,8 @@ class CorpusStore:
                 f"{self.directory} is not a corpus store (missing {RECORDS_FILE} or {OFFSETS_FILE}); build one with "
                 "`python -m retriever_server build` or retriever_server.corpus_store.convert_corpus()."
             )
-        self._offsets = np.memmap(offsets, dtype="<i8", mode="r")
+        # A plain ndarray over the memory map: indexing np.memmap itself runs Python code for every lookup.
+        self._offsets = np.asarray(np.memmap(offsets, dtype="<i8", mode="r"))
         self._file = open(records, "rb")  # noqa: SIM115 - kept open for the mmap's lifetime
         self._mmap = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
         if len(self._offsets) < 2 or int(self._offsets[-1]) != len(self._mmap):
@@ -237,6 +238,7 @@ class CorpusStore:
                 f"Corpus store {self.directory} is inconsistent (offsets do not cover {RECORDS_FILE}); delete the "
                 "directory and convert the corpus again."
             )
+        self._count = len(self._offsets) - 1
 
     @classmethod
     def open(cls, directory: str | os.PathLike[str]) -> CorpusStore:
@@ -244,7 +246,7 @@ class CorpusStore:
         return cls(directory)
 
     def __len__(self) -> int:
-        return len(self._offsets) - 1
+        return self._count
 
     def raw(self, i: int) -> bytes:
         """Record ``i`` as UTF-8 JSON bytes (no trailing newline).
@@ -252,9 +254,10 @@ class CorpusStore:
         Raises:
             IndexError: ``i`` is outside ``[0, len(self))``.
         """
-        if not 0 <= i < len(self):
-            raise IndexError(f"passage row {i} is outside the store (0..{len(self) - 1})")
-        return self._mmap[int(self._offsets[i]) : int(self._offsets[i + 1]) - 1]
+        if not 0 <= i < self._count:
+            raise IndexError(f"passage row {i} is outside the store (0..{self._count - 1})")
+        offsets = self._offsets
+        return self._mmap[int(offsets[i]) : int(offsets[i + 1]) - 1]
 
     def document(self, i: int) -> dict[str, Any]:
         """Record ``i`` as a dict (``id``, ``contents`` and any other fields of the corpus line)."""

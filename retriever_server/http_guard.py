@@ -309,6 +309,9 @@ class PairedWrites:
         self._held = None
         self._transport.abort()
 
+    def is_closing(self) -> bool:  # asked several times per request: spared the lookup through __getattr__
+        return self._transport.is_closing()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
 

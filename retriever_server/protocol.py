@@ -296,14 +296,17 @@ def with_empty_queries(queries: list[str], result: JobResult | None, searched: l
 
 def render_retrieve(store: CorpusStore, result: JobResult, return_scores: bool) -> bytes:
     """The ``/retrieve`` response body for one job, spliced from the stored passage bytes."""
+    raw = store.raw
     per_query = []
-    for score_row, row_ids in zip(result.scores, result.rows, strict=True):
-        hits = []
-        for score, row in zip(score_row.tolist(), row_ids.tolist(), strict=True):
-            if row < 0:
-                continue
-            doc = store.raw(row)
-            hits.append(b'{"document":' + doc + b',"score":' + _score(score) + b"}" if return_scores else doc)
+    for score_row, row_ids in zip(result.scores.tolist(), result.rows.tolist(), strict=True):
+        if return_scores:
+            hits = [
+                b'{"document":' + raw(row) + b',"score":' + _score(score) + b"}"
+                for score, row in zip(score_row, row_ids, strict=True)
+                if row >= 0
+            ]
+        else:
+            hits = [raw(row) for row in row_ids if row >= 0]
         per_query.append(b"[" + b",".join(hits) + b"]")
     return b'{"result":[' + b",".join(per_query) + b"]}"
 
