@@ -292,7 +292,8 @@ class Encoder:
         )
         inputs = {k: v.to(self.device, non_blocking=True) for k, v in inputs.items()}
         if self.unpadded and unpadded.worth_it(inputs["attention_mask"]):
-            output, hidden = None, unpadded.last_hidden_state(self.model, inputs)
+            rows_multiple = onednn.ROWS_MULTIPLE if self.onednn else 1
+            output, hidden = None, unpadded.last_hidden_state(self.model, inputs, rows_multiple)
         else:
             output = self.model(**inputs, return_dict=True)
             hidden = output.last_hidden_state

@@ -23,6 +23,7 @@ mask.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -115,14 +116,26 @@ def worth_it(attention_mask) -> bool:
     return int(attention_mask.sum()) <= (1.0 - MIN_PADDING) * attention_mask.numel()
 
 
-def last_hidden_state(model, inputs: dict[str, Any]):
+def last_hidden_state(model, inputs: dict[str, Any], rows_multiple: int = 1):
     """The model's last hidden states ``[batch, length, hidden]`` for a padded batch of ``inputs`` (the tokenizer's
-    tensors), computed on the real tokens only; zeros at the padding. The model must have been :func:`enable`-d."""
+    tensors), computed on the real tokens only; zeros at the padding. The model must have been :func:`enable`-d.
+
+    ``rows_multiple``: a stack of at least 8 times that many tokens gets zero rows appended, up to a multiple of it,
+    as a sequence of their own (an attention run that no real token sees); their outputs are dropped. Then the
+    layers see fewer distinct row counts (:data:`retriever_server.onednn.ROWS_MULTIPLE` says why that pays).
+    """
+    import torch
+
     packing = Packing.of(inputs["attention_mask"])
     embedded = model.embeddings(**{k: v for k, v in inputs.items() if k != "attention_mask"})
-    tokens = embedded.reshape(packing.batch * packing.length, -1)[packing.index].unsqueeze(0)
-    hidden = model.encoder(tokens, attention_mask=None, packing=packing).last_hidden_state
-    return packing.pad(hidden[0])
+    tokens = embedded.reshape(packing.batch * packing.length, -1)[packing.index]
+    real = tokens.shape[0]
+    filler = (-real) % rows_multiple if real >= 8 * rows_multiple else 0
+    if filler:
+        tokens = torch.cat([tokens, tokens.new_zeros(filler, tokens.shape[1])])
+        packing = dataclasses.replace(packing, runs=(*packing.runs, (1, filler)))
+    hidden = model.encoder(tokens.unsqueeze(0), attention_mask=None, packing=packing).last_hidden_state
+    return packing.pad(hidden[0, :real])
 
 
 def enable(model, tokenizer, device: str = "cpu") -> bool:

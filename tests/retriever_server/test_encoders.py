@@ -165,6 +165,31 @@ def test_minilm_runs_unpadded_with_the_same_embeddings(minilm_encoder):
     np.testing.assert_allclose(fast, slow, atol=1e-6)
 
 
+def test_with_onednn_the_token_stack_is_rounded_up_to_a_multiple_of_rows(minilm_encoder):
+    # oneDNN builds a primitive per row count (retriever_server.onednn.ROWS_MULTIPLE): the stack reaches the layers
+    # with zero rows appended up to a multiple of 8, and the embeddings stay the same.
+    from retriever_server import onednn
+
+    texts = [f"who wrote the salt clock {'and the harbour ' * (i % 5)}in {i}" for i in range(16)]
+    rows = []
+    hook = minilm_encoder.model.encoder.register_forward_pre_hook(lambda module, args: rows.append(args[0].shape[1]))
+    flag = minilm_encoder.onednn
+    try:
+        minilm_encoder.onednn = False
+        plain = minilm_encoder.encode(texts)
+        minilm_encoder.onednn = True
+        rounded = minilm_encoder.encode(texts)
+        minilm_encoder.encode(texts[:3])  # under 64 tokens: nothing appended
+    finally:
+        minilm_encoder.onednn = flag
+        hook.remove()
+    real, padded, small = rows
+    assert real >= 8 * onednn.ROWS_MULTIPLE and real % onednn.ROWS_MULTIPLE != 0  # the case the rounding is for
+    assert padded == real + (-real) % onednn.ROWS_MULTIPLE
+    assert small < 8 * onednn.ROWS_MULTIPLE and small % onednn.ROWS_MULTIPLE != 0
+    np.testing.assert_allclose(rounded, plain, atol=1e-6)
+
+
 def test_a_batch_without_padding_runs_the_model_as_shipped(tiny, monkeypatch):
     from retriever_server import unpadded
 
