@@ -4,7 +4,7 @@ Every rollout step is one ``POST /retrieve``. At 64 closed-loop clients each bat
 event loop writes 64 answers and reads 64 new requests while the encoder waits, so the loop's CPU per request is
 paid in that gap (on a GPU, where a batch takes a few milliseconds, it is most of the cycle). Through uvicorn's ASGI
 request cycle, the app's middleware and :class:`~retriever_server.app.PostEndpoints`, a request took 44 µs of server
-CPU here; answered by the connection, 32 µs (``benchmarks/retriever_http.py``; figures in ``docs/retriever.md``).
+CPU here; answered by the connection, 29 µs (``benchmarks/retriever_http.py``; figures in ``docs/retriever.md``).
 
 :class:`FastPost` is mixed into uvicorn's httptools protocol (:func:`retriever_server.http_guard.guarded_protocol`).
 When a request head is complete it takes the request if all of these hold, and otherwise hands it to uvicorn as
