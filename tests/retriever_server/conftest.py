@@ -6,6 +6,9 @@ Everything is session-scoped: MiniLM encodes ~70 passages/s on 2 cores, so the 6
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +125,22 @@ def synthetic_corpus(n: int, seed: int = 0):
     rng = random.Random(seed)
     words = "river island town harbour compound festival novel album film mountain bridge mill salt clock".split()
     return [Passage(str(i), f"Item {i}", " ".join(rng.choices(words, k=rng.randint(5, 40)))) for i in range(n)]
+
+
+@contextlib.contextmanager
+def uvicorn_in_thread(settings):
+    """Run ``uvicorn.Server(settings)`` in a thread of this process until the block ends; yields the server."""
+    import uvicorn
+
+    server = uvicorn.Server(settings)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)

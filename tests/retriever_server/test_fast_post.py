@@ -8,7 +8,6 @@ app's middleware and ``PostEndpoints``. Both wrap the app in a counter of the HT
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -19,6 +18,8 @@ import time
 import pytest
 
 from agentrag_verl.demo.servers import free_port
+
+from .conftest import uvicorn_in_thread
 
 MAX_BODY = 4096
 
@@ -37,27 +38,13 @@ class CountingApp:
         await self.app(scope, receive, send)
 
 
-@contextlib.contextmanager
 def serving(app, config, *, fast: bool = True, access_log: bool = False):
-    import uvicorn
-
     from retriever_server.http_guard import guarded_protocol, uvicorn_config
 
     settings = uvicorn_config(app, config, log_level="info", access_log=access_log)
     if not fast:
         settings.http = guarded_protocol(config)  # no POST endpoints: every request through ASGI
-    server = uvicorn.Server(settings)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline
-        time.sleep(0.02)
-    try:
-        yield server
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
+    return uvicorn_in_thread(settings)
 
 
 def config_for(**overrides):

@@ -28,6 +28,8 @@ import pytest
 
 from agentrag_verl.demo.servers import free_port
 
+from .conftest import uvicorn_in_thread
+
 TIMEOUT_S = 1.0
 """--header-timeout and --body-timeout of the server under test."""
 SLACK_S = 1.5
@@ -388,9 +390,6 @@ def test_hostile_requests_get_a_bounded_answer(server):
 def h11_server(retriever):
     """The same app and rules on uvicorn's other parser, h11 (what runs where httptools is not installed), in a
     thread of this process."""
-    import threading
-
-    import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     from retriever_server.app import ServerConfig, create_app
@@ -400,16 +399,8 @@ def h11_server(retriever):
     config = ServerConfig(port=free_port(), max_body_bytes=1 << 20, **limits)
     settings = uvicorn_config(create_app(retriever, config), config, log_level="warning")
     settings.http = guarded_protocol(config, H11Protocol)
-    http_server = uvicorn.Server(settings)
-    thread = threading.Thread(target=http_server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not http_server.started:
-        assert thread.is_alive() and time.monotonic() < deadline
-        time.sleep(0.05)
-    yield Server(config.port, os.getpid(), Path(os.devnull))
-    http_server.should_exit = True
-    thread.join(timeout=10)
+    with uvicorn_in_thread(settings):
+        yield Server(config.port, os.getpid(), Path(os.devnull))
 
 
 H11_CASES = [
