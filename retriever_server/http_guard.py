@@ -342,7 +342,9 @@ def uvicorn_config(app: Any, config: ServerConfig, *, log_level: str = "info", a
 
     WebSockets are off (``ws="none"``: the server has no WebSocket route). When h11 is the parser, its own limit on
     an incomplete head is set one socket read above ``max_header_bytes``, so that the rules here (answer 431) act
-    first on either parser.
+    first on either parser. The connections answer the app's POST endpoints themselves when ``app`` is the app
+    ``create_app`` made (:mod:`retriever_server.fast_post`); an app wrapped in other ASGI middleware has no
+    ``state.post_endpoints`` and gets every request through ASGI, so the wrapper sees them all.
     """
     uvicorn = require("uvicorn", "Serving over HTTP")
     return uvicorn.Config(
