@@ -29,8 +29,8 @@ shutdown waits for the request's task).
 
 The request stands in uvicorn's ``cycle`` slot with the attributes uvicorn and the connection guard read
 (``more_body``, ``response_complete``, ``disconnected``, ``keep_alive``, ``scope``, ``message_event``).
-``tests/retriever_server/test_fast_post.py`` compares its answers byte for byte with the ASGI path's and runs it
-against the installed uvicorn.
+``tests/retriever_server/test_fast_post.py`` compares its answers with the ASGI path's, byte for byte (a 500's JSON as
+parsed: FastAPI writes it without spaces), against the installed uvicorn.
 """
 
 from __future__ import annotations
