@@ -36,9 +36,10 @@ parsed: FastAPI writes it without spaces), against the installed uvicorn.
 from __future__ import annotations
 
 import asyncio
-import http
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 from .app import check_declared_length, error_json, head_error, internal_error
 from .protocol import RequestError, body_too_large
@@ -48,20 +49,6 @@ if TYPE_CHECKING:
 
 Endpoint = Callable[[bytes, "str | None"], Awaitable[bytes]]
 """``async (body, content_type) -> response body``: what ``create_app`` puts in ``app.state.post_endpoints``."""
-
-_STATUS_LINES: dict[int, bytes] = {}
-
-
-def status_line(status: int) -> bytes:
-    """``HTTP/1.1 <status> <reason>\\r\\n``, as uvicorn writes it."""
-    line = _STATUS_LINES.get(status)
-    if line is None:
-        try:
-            reason = http.HTTPStatus(status).phrase
-        except ValueError:
-            reason = ""
-        line = _STATUS_LINES[status] = b"HTTP/1.1 %d %s\r\n" % (status, reason.encode())
-    return line
 
 
 class _Request:
@@ -216,7 +203,7 @@ class FastPost:
         if request.disconnected or request.response_complete:
             return
         request.response_complete = True
-        head = [status_line(status)]
+        head = [STATUS_LINE[status]]  # uvicorn's own status lines
         for name, value in self.server_state.default_headers:
             head += (name, b": ", value, b"\r\n")
         head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
