@@ -43,6 +43,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.config import SearchLoopConfig
 from agentrag_verl.agent_loops.openai_client import cut_at_stop
+from agentrag_verl.agent_loops.sampling import check_rollout_engine, stop_params, without_stop
 from agentrag_verl.agent_loops.steps import step_record
 from agentrag_verl.formats import Format, get_format
 from agentrag_verl.formats.base import format_docs
@@ -222,6 +223,10 @@ class SearchAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         custom = self.rollout_config.get("custom", None)
         self.options = SearchLoopConfig.from_sources(options, custom)
+        self.engine = check_rollout_engine(
+            self.rollout_config.get("name", "vllm"), bool(self.rollout_config.get("skip_tokenizer_init", False))
+        )
+        """Rollout engine: the stop-string parameters differ between vLLM and SGLang (:mod:`.sampling`)."""
         self.format: Format = get_format(self.options.format)
         self.format_name = str(self.options.format).strip().lower()
         self.spec = self.format.action_spec
@@ -256,7 +261,7 @@ class SearchAgentLoop(AgentLoopBase):
     ) -> list[int]:
         """One policy generation of the trajectory, appended with mask 1; returns its token ids."""
         remaining = self.response_length - len(state.response_ids)
-        params = {**sampling_params, "stop": list(stop), "include_stop_str_in_output": True, "max_tokens": remaining}
+        params = {**sampling_params, **stop_params(self.engine, stop), "max_tokens": remaining}
         t0 = time.perf_counter()
         output = await self.server_manager.generate(
             request_id=request_id, prompt_ids=prompt_ids + state.response_ids, sampling_params=params
@@ -304,7 +309,7 @@ class SearchAgentLoop(AgentLoopBase):
 
     def aux_params(self, sampling_params: dict[str, Any], max_tokens: int) -> dict[str, Any]:
         """Sampling parameters of an auxiliary generation."""
-        params = {k: v for k, v in sampling_params.items() if k not in ("stop", "include_stop_str_in_output")}
+        params = without_stop(sampling_params)
         params["max_tokens"] = int(max_tokens)
         params["logprobs"] = False
         if self.options.aux_temperature is not None:

@@ -26,6 +26,7 @@ from uuid import uuid4
 
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.openai_client import cut_at_stop
+from agentrag_verl.agent_loops.sampling import stop_params
 from agentrag_verl.agent_loops.search_agent_loop import EMPTY_QUERY_OBSERVATION, Rollout, SearchAgentLoop
 from agentrag_verl.methods.reasonrag import grammar as reasonrag
 
@@ -77,12 +78,7 @@ class ReasonRAGAgentLoop(SearchAgentLoop):
         state.response_ids = []
         try:
             remaining = self.response_length - base
-            params = {
-                **sampling_params,
-                "stop": list(stop),
-                "include_stop_str_in_output": True,
-                "max_tokens": remaining,
-            }
+            params = {**sampling_params, **stop_params(self.engine, stop), "max_tokens": remaining}
             output = await self.server_manager.generate(
                 request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=params
             )
