@@ -67,6 +67,8 @@ class SourceSpec:
         fraction: Keep the rows whose position in a seeded shuffle falls in ``[lo, hi)`` of the split; used for
             disjoint train/validation parts of one split.
         path: Read this file instead of ``<flashrag_dir>/<dataset>/<split>.jsonl``.
+        except_sample: Drop the rows a ``sample`` of this size (same split, seed and fraction) picks: the rest of a
+            split that another output of the preset samples from, so the two stay disjoint.
     """
 
     dataset: str
@@ -74,6 +76,7 @@ class SourceSpec:
     sample: int | None = None
     fraction: tuple[float, float] | None = None
     path: str | None = None
+    except_sample: int | None = None
 
 
 @dataclass(frozen=True)
@@ -94,15 +97,21 @@ class Preset:
 
 
 _TEST7 = tuple(SourceSpec(d) for d in SEARCH_R1_TEST_SETS)
+VAL_PER_TEST_SET = 200
+"""Questions per test set in the validation sample of ``searchr1_nq_hotpotqa`` (Bamboogle has 125: all of them)."""
 
 PRESETS: dict[str, Preset] = {
     # Search-R1's nq_hotpotqa_train (scripts/nq_hotpotqa/data_process.sh): NQ + HotpotQA train, the seven test
     # sets merged for validation. Used by Search-R1, HiPRAG (§4.3), AutoSearch (App. C), Search-P1.
+    # val.parquet: a fixed sample of each test set for checkpoint selection during training (Search-P1 B.4 picks the
+    # checkpoint with the best validation accuracy, validating every 10 steps: 1,400 questions instead of ~51k).
     "searchr1_nq_hotpotqa": Preset(
-        "Search-R1 training mix: NQ + HotpotQA train -> train.parquet; the seven test sets -> test.parquet",
+        "Search-R1 training mix: NQ + HotpotQA train -> train.parquet; the seven test sets -> test.parquet; "
+        f"{VAL_PER_TEST_SET} random questions of each -> val.parquet",
         (
             OutputSpec("train", "train", (SourceSpec("nq", "train"), SourceSpec("hotpotqa", "train"))),
             OutputSpec("test", "test", _TEST7),
+            OutputSpec("val", "val", tuple(SourceSpec(s.dataset, sample=VAL_PER_TEST_SET) for s in _TEST7)),
         ),
     ),
     # Multi-stage paper B.3: 2WikiMultihopQA split 80% train / 20% validation.
@@ -120,10 +129,11 @@ PRESETS: dict[str, Preset] = {
         tuple(OutputSpec(f"test_{s.dataset}", "test", (s,)) for s in _TEST7) + (OutputSpec("test", "test", _TEST7),),
     ),
     # ReasonRAG §2.3: RAG-ProGuide questions are 3,000 random questions each of PopQA, HotpotQA, 2Wiki; the
-    # outcome-RL baseline (§3.4, RL-ORL) trains Search-R1-style on the same questions.
+    # outcome-RL baseline (§3.4, RL-ORL) trains Search-R1-style on the same questions. PopQA has one split (test), so
+    # its 3,000 training questions come from it and test.parquet holds the rest of PopQA (docs/methods/reasonrag.md).
     "reasonrag_questions": Preset(
         "ReasonRAG (§2.3): 3,000 random questions each of PopQA, HotpotQA and 2WikiMultihopQA -> train.parquet; "
-        "PopQA, HotpotQA, 2Wiki, Bamboogle, MuSiQue test sets (§3.1) -> test.parquet",
+        "PopQA (all but the training questions), HotpotQA, 2Wiki, Bamboogle, MuSiQue test sets (§3.1) -> test.parquet",
         (
             OutputSpec(
                 "train",
@@ -137,7 +147,8 @@ PRESETS: dict[str, Preset] = {
             OutputSpec(
                 "test",
                 "test",
-                tuple(SourceSpec(d) for d in ("popqa", "hotpotqa", "2wikimultihopqa", "bamboogle", "musique")),
+                (SourceSpec("popqa", "test", except_sample=3000),)
+                + tuple(SourceSpec(d) for d in ("hotpotqa", "2wikimultihopqa", "bamboogle", "musique")),
             ),
         ),
     ),
@@ -153,6 +164,10 @@ def select_rows(rows: Sequence[QARow], spec: SourceSpec, seed: int) -> list[QARo
     >>> b = select_rows(rows, SourceSpec("d", fraction=(0.8, 1.0)), seed=0)
     >>> len(a), len(b), sorted(r.id for r in a + b) == sorted(r.id for r in rows)
     (8, 2, True)
+    >>> picked = select_rows(rows, SourceSpec("d", sample=3), seed=0)
+    >>> rest = select_rows(rows, SourceSpec("d", except_sample=3), seed=0)
+    >>> len(picked), len(rest), {r.id for r in picked} & {r.id for r in rest}
+    (3, 7, set())
     """
     out = list(rows)
     if spec.fraction is not None:
@@ -164,9 +179,17 @@ def select_rows(rows: Sequence[QARow], spec: SourceSpec, seed: int) -> list[QARo
         keep = sorted(order[round(lo * len(out)) : round(hi * len(out))])
         out = [out[i] for i in keep]
     if spec.sample is not None and spec.sample < len(out):
-        keep = sorted(random.Random(f"{seed}/{spec.dataset}/sample").sample(range(len(out)), spec.sample))
-        out = [out[i] for i in keep]
+        out = [out[i] for i in sorted(_sampled(len(out), spec.sample, spec.dataset, seed))]
+    if spec.except_sample is not None:
+        n = len(out)
+        drop = _sampled(n, spec.except_sample, spec.dataset, seed) if spec.except_sample < n else set(range(n))
+        out = [r for i, r in enumerate(out) if i not in drop]
     return out
+
+
+def _sampled(n: int, k: int, dataset: str, seed: int) -> set[int]:
+    """Positions of the seeded sample of ``k`` of ``n`` rows that ``SourceSpec.sample`` keeps."""
+    return set(random.Random(f"{seed}/{dataset}/sample").sample(range(n), k))
 
 
 def build_rows(
@@ -219,6 +242,31 @@ def build_rows(
             }
         )
     return out
+
+
+def check_disjoint(outputs: Sequence[OutputSpec], selected: dict[str, list[QARow]]) -> None:
+    """Refuse a training output that shares a question with an evaluation output (a validation or test file).
+
+    A question is its benchmark, source split and id, so the same id in two splits (FlashRAG's ``test_0`` style ids
+    are per split) is two questions, and a sample taken from a test split for training is caught.
+
+    Raises:
+        DataSourceError: names both outputs, how many questions they share and a few of them.
+    """
+    train = [o for o in outputs if o.split == "train"]
+    for held_out in (o for o in outputs if o.split != "train"):
+        held = {(r.dataset, r.split, r.id) for r in selected[held_out.name]}
+        for output in train:
+            shared = sorted(
+                f"{d}/{split}/{i}" for d, split, i in held & {(r.dataset, r.split, r.id) for r in selected[output.name]}
+            )
+            if shared:
+                raise DataSourceError(
+                    f"output {output.name!r} (training) and {held_out.name!r} ({held_out.split}) share {len(shared)} "
+                    f"questions, e.g. {shared[:3]}: evaluating on training questions would overstate accuracy. Take "
+                    "the training rows from another split, or exclude them from the evaluation source "
+                    "(SourceSpec(except_sample=...) for a sampled split)."
+                )
 
 
 def write_parquet(rows: list[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
@@ -288,7 +336,7 @@ def prepare_outputs(
             "--local-dir DIR)"
         )
     cache: dict[tuple[str, str, str | None], list[QARow]] = {}
-    agent_used = agent_name
+    selected: dict[str, list[QARow]] = {}
     for output in outputs:
         rows: list[QARow] = []
         for spec in output.sources:
@@ -316,8 +364,12 @@ def prepare_outputs(
                 f"output {output.name!r} would hold repeated question ids {repeated[:5]} (the same source listed "
                 "twice?); ids must be unique because rewards and planner caches look questions up by id."
             )
+        selected[output.name] = rows
+    check_disjoint(outputs, selected)
+    agent_used = agent_name
+    for output in outputs:
         built = build_rows(
-            rows,
+            selected[output.name],
             split=output.split,
             format_name=format_name,
             agent_name=agent_name,

@@ -291,3 +291,57 @@ def test_every_preset_names_known_benchmarks():
         for output in preset.outputs:
             assert output.sources
             assert {s.dataset for s in output.sources} <= set(SEARCH_R1_TEST_SETS)
+
+
+HUB_SPLITS = {
+    "nq": ("train", "dev", "test"),
+    "triviaqa": ("train", "dev", "test"),
+    "popqa": ("test",),
+    "hotpotqa": ("train", "dev"),
+    "2wikimultihopqa": ("train", "dev"),
+    "musique": ("train", "dev"),
+    "bamboogle": ("test",),
+}
+"""The splits each benchmark has in FlashRAG_datasets (what ``eval_split`` chooses from)."""
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_keeps_training_and_evaluation_questions_apart(name):
+    """Selected as ``prepare_outputs`` selects, from benchmarks large enough for every sample (4,000 rows per split,
+    ids per split as FlashRAG's): no question of a training output is in a validation or test output."""
+    from agentrag_verl.data.flashrag import QARow
+    from agentrag_verl.data.prepare import check_disjoint
+
+    def rows(dataset: str, split: str) -> list[QARow]:
+        return [QARow(f"{split}_{i}", f"q{i}", ("a",), dataset, split) for i in range(4000)]
+
+    preset = PRESETS[name]
+    selected = {}
+    for output in preset.outputs:
+        chosen = []
+        for spec in output.sources:
+            split = spec.split or next(s for s in ("test", "dev", "train") if s in HUB_SPLITS[spec.dataset])
+            chosen += select_rows(rows(spec.dataset, split), spec, seed=0)
+        selected[output.name] = chosen
+    check_disjoint(preset.outputs, selected)
+    if name == "reasonrag_questions":  # PopQA has one split: 3,000 of it train, the other 1,000 are tested
+        popqa = {o: [r for r in selected[o] if r.dataset == "popqa"] for o in ("train", "test")}
+        assert (len(popqa["train"]), len(popqa["test"])) == (3000, 1000)
+    if name == "searchr1_nq_hotpotqa":  # the validation sample: 200 of each test set
+        assert len(selected["val"]) == 7 * 200 and {r.split for r in selected["val"]} <= {"test", "dev"}
+
+
+def test_a_training_sample_of_a_test_split_is_refused(flashrag_dir, tmp_path):
+    """What the ReasonRAG preset did before: PopQA test questions sampled into training, all of PopQA test tested."""
+    from agentrag_verl.data.prepare import OutputSpec, prepare_outputs
+
+    outputs = (
+        OutputSpec("train", "train", (SourceSpec("popqa", "test", sample=4),)),
+        OutputSpec("test", "test", (SourceSpec("popqa"),)),
+    )
+    with pytest.raises(DataSourceError, match=r"'train' \(training\) and 'test' \(test\) share 4 questions"):
+        prepare_outputs(outputs, tmp_path / "out", format_name="searchr1", flashrag_dir=flashrag_dir)
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+    fixed = (outputs[0], OutputSpec("test", "test", (SourceSpec("popqa", except_sample=4),)))
+    result = prepare_outputs(fixed, tmp_path / "out", format_name="searchr1", flashrag_dir=flashrag_dir)
+    assert result.total("train") == 4 and result.total("test") == 6  # the fixture's 10 PopQA test rows
