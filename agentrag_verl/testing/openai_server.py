@@ -3,7 +3,8 @@
 :class:`FakeOpenAIServer` speaks enough of the OpenAI REST API for the official ``openai`` client (v1+ API,
 ``openai.OpenAI`` and ``openai.AsyncOpenAI``), ``httpx`` or any other HTTP client to talk to it as if it were a real
 model endpoint. It answers from a script instead of a model, records every request it receives, and can inject
-faults (timeouts, rate limits, server errors, malformed bodies) so tests can exercise retry and error paths.
+faults (timeouts, rate limits, server errors, malformed bodies, a rejected key quoted back) so tests can exercise
+retry and error paths.
 
 It is real HTTP over a loopback socket, bound to ``127.0.0.1`` only (never all interfaces), on an ephemeral port by
 default. The server uses only the standard library (:class:`http.server.ThreadingHTTPServer` in a daemon thread).
@@ -55,7 +56,8 @@ resume. Injected faults are served before the reply script and do not consume sc
 injected :meth:`Fault.timeout` without its own ``reply`` answers, after its delay, with the next scripted reply.
 
 Authentication: with ``api_key=...`` every request must carry ``Authorization: Bearer <api_key>`` or it gets an
-HTTP 401 (``openai.AuthenticationError``); without it, the header is not checked. The key is never logged, and the
+HTTP 401 (``openai.AuthenticationError``); without it, the header is not checked. With ``echo_rejected_key=True``
+the 401 quotes the key the request sent, as some gateways do. The server never logs a key, and the
 ``Authorization`` header is redacted in the recorded requests.
 
 Shutdown is prompt: :meth:`FakeOpenAIServer.stop` wakes requests sleeping in a timeout fault (they are dropped
@@ -124,14 +126,16 @@ class FaultKind(str, enum.Enum):
     """HTTP 5xx (500 by default) with an OpenAI-style error body."""
     MALFORMED = "malformed"
     """HTTP 200, ``Content-Type: application/json``, with a body that is not valid JSON."""
+    UNAUTHORIZED = "unauthorized"
+    """HTTP 401 whose error message quotes the bearer token the request sent, as some gateways do."""
 
 
 @dataclass(frozen=True)
 class Fault:
     """A fault to serve instead of a normal reply.
 
-    Build one with the class methods :meth:`timeout`, :meth:`rate_limit`, :meth:`server_error` and
-    :meth:`malformed` rather than by hand.
+    Build one with the class methods :meth:`timeout`, :meth:`rate_limit`, :meth:`server_error`, :meth:`malformed`
+    and :meth:`unauthorized` rather than by hand.
 
     Attributes:
         kind: Which fault (a :class:`FaultKind`; its string value is accepted too).
@@ -141,7 +145,8 @@ class Fault:
         retry_after: ``rate_limit`` only: seconds to advertise: ``Retry-After`` gets them rounded up to a whole
             number, ``retry-after-ms`` (which the ``openai`` client prefers) gets them in milliseconds.
         status: ``server_error`` only: the HTTP status, 500 to 599.
-        message: Error message in the JSON error body (``rate_limit`` and ``server_error``); a default if ``None``.
+        message: Error message in the JSON error body (``rate_limit``, ``server_error`` and ``unauthorized``); a
+            default if ``None``.
         body: ``malformed`` only: the raw response body; a truncated JSON document if ``None``.
     """
 
@@ -215,6 +220,22 @@ class Fault:
         """
         return cls(FaultKind.MALFORMED, body=body)
 
+    @classmethod
+    def unauthorized(cls, message: str | None = None) -> Fault:
+        """Answers HTTP 401 ``invalid_api_key`` (``openai.AuthenticationError``) and quotes the request's bearer
+        token in the message, as some gateways do: a client must not show the body unredacted.
+
+        ``GET /v1/models`` is not affected (faults apply to completions only), so this scripts an endpoint that
+        answers the start-up check and rejects every completion.
+
+        Args:
+            message: Error message before the quoted key; a default if ``None``.
+
+        Returns:
+            The fault.
+        """
+        return cls(FaultKind.UNAUTHORIZED, message=message)
+
 
 Reply: TypeAlias = str | list[str] | Fault
 """One scripted reply: a text for every choice, one text per choice, or a fault."""
@@ -266,6 +287,15 @@ def _error_response(
 ) -> _Response:
     payload = {"error": {"message": message, "type": type_, "param": param, "code": code}}
     return _json_response(status, payload, headers)
+
+
+def _unauthorized(handler: BaseHTTPRequestHandler, message: str | None, *, echo: bool) -> _Response:
+    """HTTP 401 ``invalid_api_key``; with ``echo``, the message quotes the bearer token the request sent."""
+    message = message or "Incorrect API key provided"
+    if echo:
+        given = (handler.headers.get("Authorization") or "").strip()
+        message += f": {given.removeprefix('Bearer ').strip() or '(none)'}"
+    return _error_response(401, message + ".", type_="invalid_request_error", code="invalid_api_key")
 
 
 def _count_tokens(text: str) -> int:
@@ -453,6 +483,7 @@ class FakeOpenAIServer:
         api_key: If given, requests must send ``Authorization: Bearer <api_key>``; others get HTTP 401.
         port: TCP port on ``127.0.0.1``; ``0`` (default) picks a free ephemeral port.
         models: Model names listed by ``GET /v1/models``; defaults to ``[DEFAULT_MODEL]``.
+        echo_rejected_key: With ``api_key``: the 401 quotes the key the request sent (as some gateways do).
 
     Raises:
         TypeError: If ``replies`` or one of its entries has an unsupported type.
@@ -465,6 +496,7 @@ class FakeOpenAIServer:
         api_key: str | None = None,
         port: int = 0,
         models: Sequence[str] | None = None,
+        echo_rejected_key: bool = False,
     ) -> None:
         self._lock = threading.Lock()
         self._conn_cond = threading.Condition(self._lock)
@@ -473,6 +505,7 @@ class FakeOpenAIServer:
         self._errors: list[str] = []
         self._faults: deque[Fault] = deque()
         self._api_key = api_key
+        self._echo_rejected_key = echo_rejected_key
         self._port = port
         self._models = list(models) if models is not None else [DEFAULT_MODEL]
         self._httpd: _HTTPServer | None = None
@@ -693,9 +726,7 @@ class FakeOpenAIServer:
             expected = f"Bearer {self._api_key}".encode()
             given = (handler.headers.get("Authorization") or "").strip().encode()
             if not hmac.compare_digest(given, expected):
-                return _error_response(
-                    401, "Incorrect API key provided.", type_="invalid_request_error", code="invalid_api_key"
-                )
+                return _unauthorized(handler, None, echo=self._echo_rejected_key)
 
         if path == _MODELS_PATH:
             if method != "GET":
@@ -724,7 +755,7 @@ class FakeOpenAIServer:
             injected = self._faults.popleft() if self._faults else None
         if injected is not None:
             if injected.kind is not FaultKind.TIMEOUT:
-                return self._fault_response(injected)
+                return self._fault_response(injected, handler)
             if not handler.wait(injected.delay):
                 return None
             if injected.reply is not None:
@@ -740,13 +771,13 @@ class FakeOpenAIServer:
             return _error_response(500, message, type_="server_error", code="replies_callable_error")
         if isinstance(reply, Fault):
             if reply.kind is not FaultKind.TIMEOUT:
-                return self._fault_response(reply)
+                return self._fault_response(reply, handler)
             if not handler.wait(reply.delay):
                 return None
             return self._success(path, body, reply.reply or "")
         return self._success(path, body, reply)
 
-    def _fault_response(self, fault: Fault) -> _Response:
+    def _fault_response(self, fault: Fault, handler: _Handler) -> _Response:
         if fault.kind is FaultKind.RATE_LIMIT:
             message = fault.message or "Rate limit reached for requests (injected by FakeOpenAIServer)."
             return _error_response(
@@ -764,6 +795,8 @@ class FakeOpenAIServer:
             return _error_response(fault.status, message, type_="server_error")
         if fault.kind is FaultKind.MALFORMED:
             return _Response(200, _MALFORMED_BODY if fault.body is None else fault.body)
+        if fault.kind is FaultKind.UNAUTHORIZED:
+            return _unauthorized(handler, fault.message, echo=True)
         raise AssertionError(f"unhandled fault kind {fault.kind}")  # timeouts are handled by the caller
 
     def _success(self, path: str, body: dict[str, Any], reply: str | list[str]) -> _Response:

@@ -533,6 +533,30 @@ def test_api_key_is_enforced_only_when_configured(http: httpx.Client) -> None:
         assert len(srv.requests) == 5
 
 
+def test_unauthorized_fault_and_echo_quote_the_key_sent(http: httpx.Client) -> None:
+    # Some gateways quote the rejected key in their 401 body; the fake does too, so clients can be tested on it.
+    bearer = {"Authorization": "Bearer sk-sent-1"}
+    with FakeOpenAIServer(replies=[Fault.unauthorized(), "ok"]) as srv:
+        assert http.get(f"{srv.base_url}/models", headers=bearer).status_code == 200  # faults spare /models
+        body = {"model": "m", "messages": USER_MSG}
+        rejected = http.post(f"{srv.base_url}/chat/completions", json=body, headers=bearer)
+        assert rejected.status_code == 401
+        assert rejected.json()["error"] == {
+            "message": "Incorrect API key provided: sk-sent-1.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key",
+        }
+        assert _chat(http, srv).json()["choices"][0]["message"]["content"] == "ok"
+    with FakeOpenAIServer(api_key=API_KEY, echo_rejected_key=True) as srv:
+        answer = http.get(f"{srv.base_url}/models", headers=bearer)
+        assert (answer.status_code, answer.json()["error"]["message"]) == (
+            401,
+            "Incorrect API key provided: sk-sent-1.",
+        )
+        assert API_KEY not in answer.text
+
+
 @needs_openai
 def test_api_key_never_logged_or_recorded(http: httpx.Client, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="agentrag_verl.testing.openai_server")
