@@ -19,8 +19,12 @@ the policy written here:
   to fix.
 - **Timeouts**: one deadline per attempt, ``timeout_s``, set on the HTTP client made by :func:`httpx_client` or
   :func:`aiohttp_session`; an attempt past it is a ``timeout`` and is retried.
-- **Secrets**: error messages quote the status and at most 200 characters of the answer, never request headers,
-  so an API key sent as ``Authorization`` cannot reach a message or a log line.
+- **Secrets**: error messages quote the status and at most 200 characters of the answer, never request headers.
+  An answer may quote the key itself (some gateways echo a rejected key in their 401 body), so every remote body
+  becomes text here only, through :func:`error_detail`, which replaces each credential the request carried
+  (:func:`credentials`: the token of ``Authorization`` and the value of the other credential headers, the client's
+  defaults included) with :data:`REDACTED` before it cuts the text. An API key therefore cannot reach an error, an
+  exception message that a caller logs later, or a log line.
 
 Two transports, one mapping of their failures: httpx (:func:`httpx_request`) for the retriever, completions and
 policy clients, whose callers may pass their own ``httpx.AsyncClient``; aiohttp (:func:`aiohttp_request`) for the
@@ -35,8 +39,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -44,15 +48,19 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = [
+    "CREDENTIAL_HEADERS",
+    "REDACTED",
     "RETRYABLE_KINDS",
     "RequestError",
     "Response",
     "RetryPolicy",
     "aiohttp_request",
     "aiohttp_session",
+    "credentials",
     "error_detail",
     "httpx_client",
     "httpx_request",
+    "redact",
     "retry_after_s",
     "status_error",
 ]
@@ -61,6 +69,12 @@ T = TypeVar("T")
 
 JITTER = 0.25
 """Upper bound of the random fraction added to each backoff step."""
+
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
+"""Request headers whose values are secrets (OpenAI-style bearer tokens, Azure's ``api-key``, ``x-api-key``)."""
+
+REDACTED = "<redacted>"
+"""What a secret is replaced with in any text made from a remote answer."""
 
 RETRYABLE_KINDS = frozenset({"timeout", "connection", "rate_limit", "server_error"})
 """Kinds of :class:`RequestError` retried by default: ``timeout`` (deadline or HTTP 408), ``connection``,
@@ -105,10 +119,21 @@ class Response:
     Attributes:
         status: The HTTP status.
         body: The raw body.
+        sent_headers: The headers the request carried (the client's defaults and its own), kept so that
+            :meth:`detail` can redact their credentials; never shown (not in ``repr``).
     """
 
     status: int
     body: bytes
+    sent_headers: tuple[Mapping[str, str] | None, ...] = field(default=(), repr=False, compare=False)
+
+    def __repr__(self) -> str:  # the body may quote a key: detail() is the way to show it
+        return f"Response(status={self.status}, body=<{len(self.body)} bytes>)"
+
+    def detail(self) -> str:
+        """What the body says, for an error message about an answer the caller cannot use: :func:`error_detail`
+        with the request's credentials redacted."""
+        return error_detail(self.body, credentials(*self.sent_headers))
 
     def json(self) -> Any:
         """The body parsed as JSON (raises ``ValueError`` when it is not JSON)."""
@@ -227,29 +252,67 @@ def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
     return None
 
 
-def error_detail(body: bytes | str) -> str:
-    """What an error answer says: its OpenAI-style ``error.message`` (or ``message``, ``detail``), else the start
-    of the body; at most 200 characters.
+def credentials(*headers: Mapping[str, str] | None) -> tuple[str, ...]:
+    """The secrets that request headers carry: the token of each credential header (``Bearer <token>``), or its
+    whole value when it has no scheme; longest first, so that a key containing another is replaced whole.
+
+    >>> credentials({"Authorization": "Bearer sk-123", "Accept": "x"}, None, {"api-key": "az-9"})
+    ('sk-123', 'az-9')
+    """
+    found: set[str] = set()
+    for mapping in headers:
+        for name, value in (mapping or {}).items():
+            if name.lower() in CREDENTIAL_HEADERS and value and value.strip():
+                scheme, _, token = value.strip().partition(" ")
+                found.add(token.strip() or scheme)
+    return tuple(sorted(found, key=lambda s: (-len(s), s)))
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by :data:`REDACTED`.
+
+    >>> redact("Incorrect API key provided: sk-123.", ["sk-123"])
+    'Incorrect API key provided: <redacted>.'
+    """
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def error_detail(body: bytes | str, secrets: Iterable[str] = ()) -> str:
+    """What an answer says: its OpenAI-style ``error.message`` (or ``message``, ``detail``), else the start of the
+    body; ``secrets`` redacted (:func:`redact`) before it is cut to at most 200 characters, so no part of a secret
+    survives the cut. Every text made from a remote body goes through here.
 
     >>> error_detail(b'{"error": {"message": "model not found", "code": 404}}')
     'model not found'
+    >>> error_detail(b'{"error": {"message": "Incorrect API key provided: sk-123"}}', ["sk-123"])
+    'Incorrect API key provided: <redacted>'
     """
+    secrets = tuple(secrets)
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
         data = json.loads(text)
     except ValueError:
-        return text[:200]
+        data = None
     if isinstance(data, Mapping):
         error = data.get("error")
         message = error.get("message") if isinstance(error, Mapping) else error
         for candidate in (message, data.get("message"), data.get("detail")):
             if isinstance(candidate, str):
-                return candidate[:200]
-    return text[:200]
+                return redact(candidate, secrets)[:200]
+    return redact(text, secrets)[:200]
 
 
-def status_error(status: int, body: bytes | str, headers: Mapping[str, str] | None = None) -> RequestError:
-    """The :class:`RequestError` of an HTTP error answer (status >= 400).
+def status_error(
+    status: int,
+    body: bytes | str,
+    headers: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
+) -> RequestError:
+    """The :class:`RequestError` of an HTTP error answer (status >= 400), its body quoted by :func:`error_detail`
+    with ``secrets`` (the request's :func:`credentials`) redacted.
 
     HTTP 408 is a ``timeout``, 429 a ``rate_limit``, 5xx a ``server_error`` (all retried), any other 4xx a
     ``client_error`` (not retried). ``Retry-After`` is read from 429 and 503 answers.
@@ -269,7 +332,8 @@ def status_error(status: int, body: bytes | str, headers: Mapping[str, str] | No
     else:
         kind = "client_error"
     retry_after = retry_after_s(headers) if status in (429, 503) else None
-    return RequestError(kind, f"HTTP {status}: {error_detail(body)}", status=status, retry_after=retry_after)
+    detail = error_detail(body, secrets)
+    return RequestError(kind, f"HTTP {status}: {detail}", status=status, retry_after=retry_after)
 
 
 def _transport_error(exc: BaseException) -> RequestError:
@@ -330,9 +394,10 @@ async def httpx_request(
         raise _timeout_error(exc) from exc
     except httpx.TransportError as exc:
         raise _transport_error(exc) from exc
+    sent = (client.headers, headers)
     if response.status_code >= 400:
-        raise status_error(response.status_code, response.content, response.headers)
-    return Response(response.status_code, response.content)
+        raise status_error(response.status_code, response.content, response.headers, credentials(*sent))
+    return Response(response.status_code, response.content, sent)
 
 
 # ------------------------------------------------------------------------------------------------ aiohttp
@@ -394,9 +459,9 @@ async def aiohttp_request(
             body = await response.read()
             status = response.status
             if status >= 400:
-                raise status_error(status, body, response.headers)
+                raise status_error(status, body, response.headers, credentials(session.headers, headers))
     except asyncio.TimeoutError as exc:  # aiohttp's deadline errors are TimeoutErrors (some also ClientErrors)
         raise _timeout_error(exc) from exc
     except aiohttp.ClientError as exc:
         raise _transport_error(exc) from exc
-    return Response(status, body)
+    return Response(status, body, (session.headers, headers))

@@ -161,6 +161,44 @@ async def test_other_4xx_are_not_retried(serve, transport, status):
 
 
 @TRANSPORTS
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": {"message": f"Incorrect API key provided: {SECRET}.", "code": "invalid_api_key"}},  # JSON message
+        f"<html>401: key {SECRET} rejected</html>".encode(),  # not JSON: the start of the body is quoted
+        ("x" * 190 + SECRET).encode(),  # the 200-character cut falls inside the key: no prefix of it may survive
+    ],
+    ids=["json", "text", "cut"],
+)
+async def test_an_echoed_key_is_redacted(serve, transport, body):
+    # Some gateways quote the rejected key in their 401 body; the error (and any log line made from it) must not.
+    server = serve((401, body))
+    with pytest.raises(RequestError) as info:
+        await send(transport, server.url, FAST)
+    message = info.value.message
+    assert SECRET[:8] not in message and SECRET[:8] not in repr(info.value), message
+    assert message.startswith("HTTP 401: ") and http.REDACTED in message
+
+
+@TRANSPORTS
+async def test_an_unusable_answer_is_quoted_redacted(serve, transport):
+    # A 200 that is not what the caller expects is quoted in its error through Response.detail(), redacted too.
+    server = serve((200, {"message": f"welcome {SECRET}"}))
+    response, _ = await send(transport, server.url, FAST)
+    assert response.detail() == f"welcome {http.REDACTED}"
+    assert SECRET not in repr(response)
+
+
+def test_credentials_are_read_from_every_credential_header():
+    headers = {"Authorization": "Bearer sk-a", "api-key": "az-b", "X-Api-Key": "xk-c", "Accept": "sk-not-a-key"}
+    assert sorted(http.credentials(headers, None)) == ["az-b", "sk-a", "xk-c"]
+    assert http.credentials({"Authorization": "Bearer "}) == ("Bearer",)  # a scheme without a token is itself kept
+    assert http.redact("a sk-long b sk-l", http.credentials({"api-key": "sk-l"}, {"x-api-key": "sk-long"})) == (
+        "a <redacted> b <redacted>"  # the longer secret first, so a key containing another is replaced whole
+    )
+
+
+@TRANSPORTS
 async def test_gives_up_after_max_retries_with_the_last_error(serve, transport):
     server = serve(*[(503, b"still loading")] * 10)
     policy = RetryPolicy(max_retries=2, backoff_base_s=0.001, backoff_max_s=0.01)

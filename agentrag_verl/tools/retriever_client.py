@@ -144,7 +144,7 @@ def _parse_result(response: Response, num_queries: int) -> list[list[dict[str, A
         result = response.json()["result"]
     except (ValueError, KeyError, TypeError) as e:
         raise RetrievalError(
-            "bad_response", f"retriever response is not Search-R1 JSON ({e!r}): {response.text[:200]}"
+            "bad_response", f"retriever response is not Search-R1 JSON ({e!r}): {response.detail()}"
         ) from None
     if not isinstance(result, list) or len(result) != num_queries:
         raise RetrievalError(

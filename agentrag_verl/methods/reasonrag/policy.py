@@ -260,7 +260,7 @@ class PolicyClient:
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise PolicyError(
                 f"Policy endpoint {self.url} answered a body that is not a {self.config.api} completion "
-                f"({type(exc).__name__}: {exc}): {response.text[:200]}"
+                f"({type(exc).__name__}: {exc}): {response.detail()}"
             ) from None
         text = text or ""
         if choice.get("finish_reason") == "stop":
