@@ -35,6 +35,7 @@ __all__ = [
     "describe",
     "input_dir",
     "input_file",
+    "judge_option_names",
     "model_or_hub_id",
     "non_negative_float",
     "non_negative_int",
@@ -165,6 +166,30 @@ def api_key_env(text: str) -> str | None:
             f"the variable that holds the key (e.g. OPENAI_API_KEY), or {NO_API_KEY} for an endpoint without a key"
         )
     return name
+
+
+def judge_option_names(flags: dict[str, str], other: str | None = None) -> dict[str, str]:
+    """``JudgeConfig.option_names`` of a command: how its messages name each judge option, so that an error says
+    the flag the user typed (``--base-url``), not the config key (``judge.base_url``).
+
+    Args:
+        flags: The command's own flag of each option it has one for, by ``JudgeConfig`` field name.
+        other: The flag that sets any other field as ``KEY=VALUE`` (e.g. ``--judge-option``), if the command has one.
+
+    >>> names = judge_option_names({"base_url": "--base-url"}, "--judge-option")
+    >>> names["base_url"], names["check_model"]
+    ('--base-url', '--judge-option check_model')
+    """
+    import dataclasses
+
+    from agentrag_verl.judges.config import JudgeConfig
+
+    names = dict(flags)
+    if other:
+        for f in dataclasses.fields(JudgeConfig):
+            if f.name not in ("label", "option_names"):
+                names.setdefault(f.name, f"{other} {f.name}")
+    return names
 
 
 # ---- paths -----------------------------------------------------------------------------------------------------------

@@ -79,3 +79,13 @@ def retriever_service(tmp_path_factory):
 
     with RetrieverServer(fixture_index(tmp_path_factory.mktemp("retriever") / "index")) as server:
         yield server
+
+
+@pytest.fixture
+def keyword_retriever():
+    """The scripted Search-R1 retriever (keyword overlap, :class:`~agentrag_verl.testing.FakeRetriever`) over the
+    fixture corpus on 127.0.0.1; ``.url`` is its ``/retrieve`` URL. No model, starts at once."""
+    from agentrag_verl.testing import FakeRetriever, load_corpus
+
+    with FakeRetriever([{"id": p.id, "contents": f'"{p.title}"\n{p.text}'} for p in load_corpus()]) as server:
+        yield server

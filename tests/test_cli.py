@@ -185,8 +185,36 @@ def test_planners_bad_input(tmp_path, qa_file, latin1_file, capsys):
     err(planners("--questions", str(qa_file), "--out", out, "--max-retries", "-1"), capsys, "--max-retries")
     line = err(planners("--questions", str(qa_file), "--out", out, "--api-key-env", "sk-abc-123"), capsys, "NAME")
     assert "sk-abc" not in line
-    err(planners("--questions", str(qa_file), "--out", out, "--api-key-env", "none"), capsys, "unavailable")
+    line = err(planners("--questions", str(qa_file), "--out", out, "--api-key-env", "none"), capsys, "unreachable")
+    assert "Planner LLM endpoint" in line and "fix --base-url" in line
     assert not (tmp_path / "plans.jsonl").exists()
+
+
+def test_planners_errors_name_its_flags(tmp_path, qa_file, monkeypatch, capsys):
+    # The planner LLM goes through the judge client; its errors called the key "Judge API key" and pointed at
+    # judge.api_key_env / judge.base_url / judge.max_concurrency, which this command has no way to set.
+    out = str(tmp_path / "plans.jsonl")
+    monkeypatch.delenv("PLANNER_KEY_UNSET", raising=False)
+    argv = planners("--questions", str(qa_file), "--out", out)
+    line = err([*argv, "--api-key-env", "PLANNER_KEY_UNSET"], capsys, "Planner LLM API key missing", "--api-key-env")
+    assert "judge" not in line.lower(), line
+    bad_option = [*argv, "--api-key-env", "none", "--judge-option", "cache_max_entries=-1"]
+    err(bad_option, capsys, "set --judge-option cache_max_entries")  # a field without a flag of its own
+    line = err([*argv, "--api-key-env", "none"], capsys, "--base-url")
+    assert "judge" not in line.lower(), line
+    assert not (tmp_path / "plans.jsonl").exists()
+
+
+def test_eval_judge_errors_name_its_flags(
+    tmp_path, qa_file, tiny_model_dir, fake_openai_server, keyword_retriever, capsys
+):
+    # eval sets the judge with --judge-* flags: a judge that does not answer names --judge-base-url.
+    argv = eval_argv(tmp_path, tokenizer=str(tiny_model_dir), data=str(qa_file))
+    argv[1:3] = [f"--base-url={fake_openai_server.base_url}", "--model=fake-model"]
+    closed = f"http://127.0.0.1:{free_port()}/v1"
+    argv += [f"--retriever-url={keyword_retriever.url}", f"--judge-base-url={closed}", "--judge-model=j"]
+    line = err(argv, capsys, "Judge endpoint", "is unreachable", "fix --judge-base-url")
+    assert "judge.base_url" not in line
 
 
 # ---- agentrag-verl reasonrag -----------------------------------------------------------------------------------------

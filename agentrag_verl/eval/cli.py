@@ -21,6 +21,7 @@ from typing import Any
 from agentrag_verl.cli_common import (
     API_KEY_HELP,
     api_key_env,
+    judge_option_names,
     model_or_hub_id,
     non_negative_float,
     non_negative_int,
@@ -34,6 +35,8 @@ from agentrag_verl.cli_common import (
 __all__ = ["add_parser", "parse_options", "config_from_args", "check_args", "quiet_known_warnings"]
 
 PLOT_METRICS = ("em", "cem", "f1", "judge_acc")
+JUDGE_FLAGS = {"base_url": "--judge-base-url", "model": "--judge-model", "api_key_env": "--judge-api-key-env"}
+"""The flag of each ``JudgeConfig`` field this command sets (any other: ``--judge-option KEY=VALUE``)."""
 
 
 def parse_options(pairs: list[str] | None, what: str) -> dict[str, Any]:
@@ -143,6 +146,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
             raise ValueError("--judge-base-url needs --judge-model (the model name the judge endpoint serves).")
         judge = {"base_url": args.judge_base_url, "model": args.judge_model, "api_key_env": args.judge_api_key_env}
         judge.update(parse_options(args.judge_option, "--judge-option"))
+        judge.setdefault("option_names", judge_option_names(JUDGE_FLAGS, "--judge-option"))
     return EvalConfig(
         runner=runner,
         formats=_formats(args.format),

@@ -69,6 +69,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from agentrag_verl.failure_log import FailureLog
 from agentrag_verl.http import RequestError, RetryPolicy, aiohttp_request, aiohttp_session
 from agentrag_verl.judges.config import JudgeConfig, JudgeConfigError
 
@@ -328,7 +329,7 @@ class _DiskCache:
     treated as misses: a broken cache never fails a judge call.
     """
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, option: str = "judge.cache_dir") -> None:
         self.path = os.path.join(directory, _CACHE_FILENAME)
         try:
             os.makedirs(directory, exist_ok=True)
@@ -341,8 +342,8 @@ class _DiskCache:
             )
         except (OSError, sqlite3.Error) as exc:
             raise JudgeConfigError(
-                f"Cannot open the judge cache {self.path}: {exc}; set judge.cache_dir to a writable directory "
-                "or to null"
+                f"Cannot open the judge cache {self.path}: {exc}; set {option} to a writable directory, or leave it "
+                "out to cache in memory only"
             ) from exc
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[str, str, str, float]] = {}
@@ -503,11 +504,11 @@ class JudgeClient:
         else:
             api_key = os.environ.get(config.api_key_env, "").strip()
             if not api_key:
+                option = config.option("api_key_env")
                 raise JudgeConfigError(
-                    f"Judge API key missing: environment variable {config.api_key_env} is not set or empty "
-                    f"(judge.api_key_env={config.api_key_env!r}, endpoint {config.base_url}). Export it, or pass "
-                    "none (--*-api-key-env none; judge.api_key_env: null in a config) for an endpoint without a key "
-                    "(e.g. a local vLLM server)."
+                    f"{config.label} API key missing: environment variable {config.api_key_env} is not set or empty "
+                    f"({option} {config.api_key_env}, endpoint {config.base_url}). Export it, or set {option} to "
+                    "none for an endpoint without a key (e.g. a local vLLM server)."
                 )
         self._headers = {
             "Authorization": f"Bearer {api_key}",
@@ -522,13 +523,15 @@ class JudgeClient:
         self._retry = RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_max_s)
         use_memory = config.cache and config.cache_max_entries != 0
         self._memory = _MemoryCache(config.cache_max_entries) if use_memory else None
-        self._disk = _DiskCache(config.cache_dir) if config.cache and config.cache_dir else None
+        self._disk = (
+            _DiskCache(config.cache_dir, config.option("cache_dir")) if config.cache and config.cache_dir else None
+        )
         self._metrics = _Metrics()
         self._rng = random.Random()
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
         self._states_lock = threading.Lock()
         self._background: _BackgroundLoop | None = None
-        self._warned_kinds: set[str] = set()
+        self._failure_log = FailureLog(logger)
         self._closed = False
 
     @classmethod
@@ -584,7 +587,13 @@ class JudgeClient:
         cfg = self.config
         session = self._session(self._state())
         timeout = timeout_s if timeout_s is not None else cfg.timeout_s
-        key_hint = f"${cfg.api_key_env}" if cfg.api_key_env else "none (no API key)"
+        what, url_option, model_option = (
+            f"{cfg.label} endpoint {cfg.base_url}",
+            cfg.option("base_url"),
+            cfg.option("model"),
+        )
+        key_hint = f"the key in ${cfg.api_key_env}" if cfg.api_key_env else "no key"
+        key_option = f"{cfg.option('api_key_env')} ({key_hint})"
         served: list[str] | None = None
         try:
             response = await asyncio.wait_for(aiohttp_request(session, "GET", self._models_url), timeout)
@@ -595,18 +604,16 @@ class JudgeClient:
         if response is None:
             if error.status in (401, 403):
                 raise JudgeUnavailableError(
-                    f"Judge endpoint {cfg.base_url} rejected the API key from {key_hint} (HTTP {error.status}); "
-                    "check the key or judge.api_key_env"
+                    f"{what} rejected {key_hint} ({error.message}); check the key or {cfg.option('api_key_env')}"
                 ) from None
             if error.status is None:
                 raise JudgeUnavailableError(
-                    f"Judge endpoint {cfg.base_url} is unreachable ({error.message}); start the judge server or fix "
-                    "judge.base_url"
+                    f"{what} is unreachable ({error.message}); start the server or fix {url_option}"
                 ) from None
             if error.status not in (404, 405):
                 raise JudgeUnavailableError(
-                    f"Judge endpoint {cfg.base_url} answered {error.message} to GET /models; check judge.base_url "
-                    "(it must end with the API version, e.g. /v1)"
+                    f"{what} answered {error.message} to GET /models; check {url_option} (it must end with the API "
+                    "version, e.g. /v1)"
                 ) from None
         else:
             try:
@@ -616,8 +623,8 @@ class JudgeClient:
         if served is not None:
             if cfg.check_model and served and cfg.model not in served:
                 raise JudgeUnavailableError(
-                    f"Judge endpoint {cfg.base_url} does not serve model {cfg.model!r}; it lists {served[:20]}; "
-                    "set judge.model (or judge.check_model=false if the list is incomplete)"
+                    f"{what} does not serve model {cfg.model!r}; it lists {served[:20]}; set {model_option} (or "
+                    f"{cfg.option('check_model')}=false if the list is incomplete)"
                 )
             return {"base_url": cfg.base_url, "model": cfg.model, "models": served}
         limit = "max_completion_tokens" if "max_completion_tokens" in self._params else "max_tokens"
@@ -626,13 +633,13 @@ class JudgeClient:
             await asyncio.wait_for(self._post(session, json.dumps(body).encode()), timeout)
         except asyncio.TimeoutError:
             raise JudgeUnavailableError(
-                f"Judge endpoint {cfg.base_url} probe failed: no reply within {timeout}s; check judge.base_url"
+                f"{what} probe failed: no reply within {timeout}s; check {url_option}"
             ) from None
         except RequestError as exc:
             if exc.kind != "empty_reply":  # a 1-token reply may legitimately be empty
                 raise JudgeUnavailableError(
-                    f"Judge endpoint {cfg.base_url} probe failed ({exc.kind}: {exc.message}); check judge.base_url, "
-                    f"judge.model and {key_hint}"
+                    f"{what} probe failed ({exc.kind}: {exc.message}); check {url_option}, {model_option} and "
+                    f"{key_option}"
                 ) from None
         return {"base_url": cfg.base_url, "model": cfg.model, "models": None}
 
@@ -947,7 +954,8 @@ class JudgeClient:
                     reply, usage = await self._post(session, data)
                 except RequestError as exc:
                     if exc.kind == "timeout" and exc.status is None:
-                        raise RequestError("timeout", f"no reply within judge.timeout_s={cfg.timeout_s}s") from exc
+                        message = f"no reply within {cfg.option('timeout_s')}={cfg.timeout_s:g}s"
+                        raise RequestError("timeout", message) from exc
                     raise
                 finally:
                     latency = time.perf_counter() - started
@@ -978,17 +986,10 @@ class JudgeClient:
         return Verdict(value, reply, True, attempts=attempts)
 
     def _log_failure(self, kind: str, message: str) -> None:
-        if kind in self._warned_kinds:
-            logger.debug("judge request failed (%s): %s", kind, message)
-            return
-        self._warned_kinds.add(kind)
-        logger.warning(
-            "Judge request to %s failed (%s): %s. Further %s failures are logged at DEBUG; see the judge/failures/* "
-            "metrics.",
-            self.config.base_url,
+        self._failure_log.record(
             kind,
-            message,
-            kind,
+            f"{self.config.label} request to {self.config.base_url} failed ({kind}): {message}. Further {kind} "
+            "failures are logged at DEBUG; see the judge/failures/* metrics.",
         )
 
 

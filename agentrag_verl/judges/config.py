@@ -103,9 +103,25 @@ class JudgeConfig:
     check_model: bool = True
     """At start-up (:meth:`JudgeClient.check`), fail if the endpoint's ``GET /models`` list lacks :attr:`model`."""
 
+    label: str = "Judge"
+    """What messages call the endpoint: a command that uses the client for another role says so (``agentrag-verl
+    planners generate``: ``Planner LLM``), so that an error names what the user configured."""
+
+    option_names: Mapping[str, str] = field(default_factory=dict)
+    """How messages name an option, by field name, where the user did not set it as ``judge.<field>``: a command
+    line passes its flags, e.g. ``{"base_url": "--base-url", "api_key_env": "--api-key-env"}``
+    (:meth:`option`)."""
+
     def __post_init__(self) -> None:
+        if not isinstance(self.option_names, Mapping) or not isinstance(self.label, str) or not self.label:
+            raise JudgeConfigError(
+                f"Invalid judge option label={self.label!r} or option_names={self.option_names!r}: expected a name "
+                "and a mapping of field names to how messages spell them"
+            )
+        object.__setattr__(self, "option_names", dict(self.option_names))
+
         def bad(key: str, value: Any, expected: str) -> JudgeConfigError:
-            return JudgeConfigError(f"Invalid judge option {key}={value!r}: {expected}; set judge.{key}")
+            return JudgeConfigError(f"Invalid judge option {key}={value!r}: {expected}; set {self.option(key)}")
 
         if isinstance(self.api_key_env, str) and self.api_key_env.strip().lower() in ("none", "null", ""):
             object.__setattr__(self, "api_key_env", None)  # "none": no API key, as every command spells it
@@ -131,6 +147,14 @@ class JudgeConfig:
         if reserved:
             raise bad("extra_params", dict(self.extra_params), f"must not set {sorted(reserved)}")
         object.__setattr__(self, "extra_params", dict(self.extra_params))
+
+    def option(self, key: str) -> str:
+        """How messages name the option ``key``: :attr:`option_names` ``[key]``, else ``judge.<key>``.
+
+        >>> JudgeConfig().option("base_url"), JudgeConfig(option_names={"base_url": "--base-url"}).option("base_url")
+        ('judge.base_url', '--base-url')
+        """
+        return self.option_names.get(key) or f"judge.{key}"
 
     def sampling_params(self) -> dict[str, Any]:
         """The request-body fields other than ``model`` and ``messages`` (``None`` values left out).

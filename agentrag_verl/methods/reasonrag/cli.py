@@ -24,6 +24,7 @@ from agentrag_verl.cli_common import (
     API_KEY_HELP,
     api_key_env,
     input_dir,
+    judge_option_names,
     non_negative_float,
     non_negative_int,
     output_dir,
@@ -189,6 +190,14 @@ async def _run_generate(args: argparse.Namespace) -> int:
                 model=args.judge_model,
                 api_key_env=args.judge_api_key_env,
                 cache_dir=args.judge_cache_dir or str(Path(args.out) / "judge_cache"),
+                option_names=judge_option_names(
+                    {
+                        "base_url": "--judge-url",
+                        "model": "--judge-model",
+                        "api_key_env": "--judge-api-key-env",
+                        "cache_dir": "--judge-cache-dir",
+                    }
+                ),
             )
         )
         await judge.check()

@@ -22,6 +22,7 @@ from agentrag_verl.cli_common import (
     API_KEY_HELP,
     api_key_env,
     input_file,
+    judge_option_names,
     non_negative_float,
     non_negative_int,
     output_file,
@@ -31,6 +32,19 @@ from agentrag_verl.cli_common import (
 )
 
 PROG = "agentrag-verl planners generate"
+
+FLAGS = {
+    "base_url": "--base-url",
+    "model": "--model",
+    "api_key_env": "--api-key-env",
+    "max_concurrency": "--max-concurrency",
+    "timeout_s": "--timeout",
+    "max_retries": "--max-retries",
+    "max_tokens": "--max-tokens",
+    "temperature": "--temperature",
+    "cache_dir": "--cache-dir",
+}
+"""The flag of each ``JudgeConfig`` field this command sets (any other: ``--judge-option KEY=VALUE``)."""
 
 
 def _judge_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -48,6 +62,9 @@ def _judge_config(args: argparse.Namespace) -> dict[str, Any]:
         # candidates are sampled with their own seeds; a repeated identical request may reuse the cached reply
         "cache": True,
         "cache_dir": args.cache_dir,
+        # errors name this command's flags and call the endpoint what it is here
+        "label": "Planner LLM",
+        "option_names": judge_option_names(FLAGS, "--judge-option"),
     }
     for item in args.judge_option or []:
         key, sep, value = item.partition("=")
@@ -89,7 +106,7 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             await client.check()
         except JudgeUnavailableError as e:
-            return report_error(f"{PROG}: planner LLM unavailable", e)
+            return report_error(PROG, e)  # the message names the planner LLM and the flag to fix
         if options.resolved_correctness == "retrieval":
             from agentrag_verl.tools.retriever_client import RetrieverClient, RetrieverConfig
 
