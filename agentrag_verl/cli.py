@@ -17,6 +17,7 @@ from agentrag_verl.cli_common import OneLineParser, add_debug_flag, run_main
 COMMAND_MODULES = [
     "agentrag_verl.doctor",
     "agentrag_verl.local_cpu.train_local",
+    "agentrag_verl.preflight",
     "agentrag_verl.data.cli",
     "agentrag_verl.methods.searchp1.planners.cli",
     "agentrag_verl.eval.cli",

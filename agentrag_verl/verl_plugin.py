@@ -32,3 +32,34 @@ def _register_reward_managers() -> None:
 
 
 _register_reward_managers()
+
+
+def package_path(relative: str) -> str:
+    """Absolute path of ``relative`` inside the installed ``agentrag_verl`` package.
+
+    The recipes name the agent-loop YAML as ``${agentrag_path:agent_loops/agent_loops.yaml}``: resolved in the
+    process that resolves the config, from wherever the package is installed (editable or not), so a Ray worker whose
+    working directory is not the repository finds it too (verl resolves a relative path from the working directory,
+    else from site-packages only).
+
+    >>> package_path("agent_loops/agent_loops.yaml").endswith("agentrag_verl/agent_loops/agent_loops.yaml")
+    True
+    """
+    import os
+
+    root = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.normpath(os.path.join(root, relative))
+    if not path.startswith(root + os.sep) or not os.path.exists(path):
+        raise FileNotFoundError(f"${{agentrag_path:{relative}}}: no such file in the agentrag_verl package ({root})")
+    return path
+
+
+def _register_config_resolvers() -> None:
+    """``${agentrag_path:...}`` (:func:`package_path`) for OmegaConf, in every process that imports verl."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("agentrag_path"):
+        OmegaConf.register_new_resolver("agentrag_path", package_path)
+
+
+_register_config_resolvers()

@@ -305,22 +305,17 @@ def check_args(args: argparse.Namespace) -> None:
             )
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        check_args(args)
-        if not args.skip_checks:
-            preflight(args.min_free_gib)
-    except (LocalCPUError, OSError, ValueError) as e:
-        return report_error("agentrag-verl train-local", e)
-    work_dir = Path(args.work_dir).resolve()
-    work_dir.mkdir(parents=True, exist_ok=True)
-    model_path, train_files, val_files = prepare_inputs(work_dir, args.model, args.format)
-    train_files = args.train_files or train_files
-    val_files = args.val_files or val_files
-    checkpoint_dir = work_dir / "checkpoints"
-    shutil.rmtree(checkpoint_dir, ignore_errors=True)
-    # Ray's unix socket paths must stay under 107 characters: a short dir under /tmp, not inside work_dir.
-    ray_temp_dir = None if args.ray_address else Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+def main_ppo_arguments(
+    args: argparse.Namespace,
+    *,
+    model_path: Path,
+    train_files: str,
+    val_files: str,
+    checkpoint_dir: Path,
+    ray_temp_dir: Path | None,
+) -> tuple[list[str], list[str]]:
+    """What train-local passes to ``python -m verl.trainer.main_ppo``: the config path and name flags, and the
+    overrides (:func:`cpu_overrides` and the reward / agent-loop selection, then the user's, which win)."""
     ours = cpu_overrides(
         model_path=model_path,
         train_files=train_files,
@@ -343,12 +338,71 @@ def run(args: argparse.Namespace) -> int:
         ours.append(f"actor_rollout_ref.rollout.agent.agent_loop_config_path={Path(args.agent_loop_config).resolve()}")
     if args.agent_name:
         ours.append(f"actor_rollout_ref.rollout.agent.default_agent_loop={args.agent_name}")
-    overrides = [o for o in args.overrides if o != "--"]
-    cmd = [sys.executable, "-m", "verl.trainer.main_ppo"]
+    config_args = []
     if args.config_path:
-        cmd += [f"--config-path={Path(args.config_path).resolve()}", f"--config-name={args.config_name}"]
-    final_overrides = merge_overrides(ours, overrides)
-    cmd += final_overrides
+        config_args = [f"--config-path={Path(args.config_path).resolve()}", f"--config-name={args.config_name}"]
+    return config_args, merge_overrides(ours, [o for o in args.overrides if o != "--"])
+
+
+_PREFLIGHT_MODEL: list[Path] = []
+
+
+def preflight_main_ppo_args(argv: list[str]) -> list[str]:
+    """The main_ppo arguments of ``agentrag-verl train-local ARGV...``, built without preparing anything, for
+    ``agentrag-verl preflight``. The model is ``--model``, else the work folder's tiny model, else (not built yet) a
+    tiny model built once per process in a temporary folder: the configs a check loads need a real one."""
+    parser = argparse.ArgumentParser(prog="agentrag-verl")
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train-local", *argv])
+    work_dir = Path(args.work_dir).resolve()
+    if args.model:
+        model_path = Path(args.model).resolve()
+    elif (work_dir / "model" / "config.json").exists():
+        model_path = work_dir / "model"
+    else:
+        if not _PREFLIGHT_MODEL:
+            from agentrag_verl.local_cpu.tiny_model import build_tiny_qwen2
+
+            _PREFLIGHT_MODEL.append(Path(tempfile.mkdtemp(prefix="agentrag-preflight-model-")))
+            build_tiny_qwen2(_PREFLIGHT_MODEL[0])
+        model_path = _PREFLIGHT_MODEL[0]
+    data_dir = work_dir / "data" / args.format
+    config_args, overrides = main_ppo_arguments(
+        args,
+        model_path=model_path,
+        train_files=args.train_files or str(data_dir / "train.parquet"),
+        val_files=args.val_files or str(data_dir / "val.parquet"),
+        checkpoint_dir=work_dir / "checkpoints",
+        ray_temp_dir=None if args.ray_address else Path(tempfile.gettempdir()) / "ray-preflight",
+    )
+    return config_args + overrides
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        check_args(args)
+        if not args.skip_checks:
+            preflight(args.min_free_gib)
+    except (LocalCPUError, OSError, ValueError) as e:
+        return report_error("agentrag-verl train-local", e)
+    work_dir = Path(args.work_dir).resolve()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    model_path, train_files, val_files = prepare_inputs(work_dir, args.model, args.format)
+    train_files = args.train_files or train_files
+    val_files = args.val_files or val_files
+    checkpoint_dir = work_dir / "checkpoints"
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    # Ray's unix socket paths must stay under 107 characters: a short dir under /tmp, not inside work_dir.
+    ray_temp_dir = None if args.ray_address else Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    config_args, final_overrides = main_ppo_arguments(
+        args,
+        model_path=model_path,
+        train_files=train_files,
+        val_files=val_files,
+        checkpoint_dir=checkpoint_dir,
+        ray_temp_dir=ray_temp_dir,
+    )
+    cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *config_args, *final_overrides]
     try:
         settings = run_settings(final_overrides, args.config_path, args.config_name)
     except Exception as e:  # main_ppo reports the same error with its full context

@@ -18,7 +18,9 @@
 #         prepared by `agentrag-verl data prepare`, the real retriever server over a MiniLM index of the fixture
 #         corpus, and a stand-in judge endpoint (recipes/common/standin_llm.py; constant verdicts, not a model).
 # DRY_RUN=1 (or true, yes) prints the exact final command (shell-quoted, one line) and exits without starting or
-# creating anything; any other non-empty DRY_RUN is refused (common/knobs.sh).
+# creating anything; any other non-empty DRY_RUN is refused (common/knobs.sh). PREFLIGHT=1 (or true, yes) checks that
+# command instead, as verl's main_ppo starts it, without Ray or a GPU (`agentrag-verl preflight`), and exits with its
+# status. With NNODES > 1, the URL knobs in SERVICE_URL_KNOBS must not point at this machine (knob_reachable_url).
 # Knobs every script has are checked in recipe_init: PROFILE (gpu|local), ROLLOUT (vllm|sglang), NNODES,
 # N_GPUS (GPUs per node), TP and LOCAL_STEPS (whole numbers >= 1). The names of earlier versions (MODEL_PATH,
 # GPUS_PER_NODE) are refused with the new name rather than silently ignored.
@@ -29,10 +31,12 @@ PYTHON=${PYTHON:-python3}
 AGENTRAG=${AGENTRAG:-agentrag-verl}
 PROFILE=${PROFILE:-gpu}
 knob_dry_run
+knob_flag PREFLIGHT "to check the command as verl starts it, without Ray or a GPU"
 _BG_PIDS=()
 CLUSTER_OVERRIDES=()
 COMMON_OVERRIDES=()
 LOCAL_OVERRIDES=()
+SERVICE_URL_KNOBS=(RETRIEVER_URL)  # services the workers call; a script adds its judge / embedding URL knobs
 
 _die() {
   echo "$(basename "$0"): $*" >&2
@@ -150,6 +154,11 @@ run_recipe() {
       "actor_rollout_ref.rollout.name=$ROLLOUT" "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
       "trainer.project_name=$PROJECT" "trainer.experiment_name=$EXPERIMENT" "trainer.default_local_dir=$CKPT_DIR"
       "trainer.logger=$LOGGER" "${CLUSTER_OVERRIDES[@]}" "${COMMON_OVERRIDES[@]}" "$@")
+  fi
+  [[ "$PROFILE" == local ]] || knob_reachable_url "${SERVICE_URL_KNOBS[@]}"
+  if [[ "$PREFLIGHT" == 1 ]]; then
+    "$AGENTRAG" preflight -- "${cmd[@]}"
+    return
   fi
   if [[ "$DRY_RUN" == 1 ]]; then
     if ((${#launcher[@]})); then

@@ -45,6 +45,7 @@ FORMAT=multistage
 REWARD_METHOD=multistage
 REWARD_CLASS=MultistageRewardManager
 recipe_init
+SERVICE_URL_KNOBS+=(JUDGE_URL EMBEDDING_URL)
 if [[ "$PROFILE" == local ]]; then EMBEDDING_KIND=retriever EMBEDDING_URL=$RETRIEVER_ROOT; fi
 
 case "$STAGE" in

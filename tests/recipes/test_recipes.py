@@ -1,6 +1,6 @@
-"""Every recipe composes offline against the installed verl with its script's exact overrides; the reward manager,
-agent loop, agent-loop manager and tool classes it names load through verl's own loaders; its values are the
-papers'; every run script passes ``bash -n`` and prints its exact command with DRY_RUN=1 (both profiles)."""
+"""Every recipe's keys exist in verl and are read, its values are the papers', and every run script passes ``bash -n``
+and prints its exact command with DRY_RUN=1 (both profiles). That the command starts, through verl's own main_ppo
+and the worker checks: test_preflight.py."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import CASES, PAPERS, RECIPES, REPO, Recipe, compose, console, dry_run, option, split_main_ppo
+from .conftest import CASES, PAPERS, RECIPES, REPO, compose, console, dry_run, split_main_ppo
 
 EXTENSION_KEYS = (
     "reward.reward_kwargs",  # read by our managers (verl's DAPO manager reads it too)
     "actor_rollout_ref.rollout.custom",  # RolloutConfig.custom, our agent loops' run-wide options
     "actor_rollout_ref.rollout.agent.agent_loop_manager_class",  # RolloutConfig field, absent from rollout.yaml
+    "trainer.v1.sampler.sampler_kwargs",  # handed to the custom sampler, which refuses unknown keys
 )
 
 
@@ -26,13 +27,6 @@ EXTENSION_KEYS = (
 def _repo_cwd(monkeypatch):
     # relative paths in the recipes (agent_loop_config_path) resolve from the working directory, as on a cluster
     monkeypatch.chdir(REPO)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(tiny_model_dir))
 
 
 def all_scripts() -> list[Path]:
@@ -51,106 +45,6 @@ def test_every_paper_has_a_recipe_with_readme():
         assert any(c.script.startswith(f"{paper}/") for c in CASES), paper
         readmes = list((RECIPES / paper).glob("README*.md"))
         assert readmes, f"recipes/{paper} has no README"
-
-
-def check_loaders(cfg: Any, recipe: Recipe, tokenizer: Any) -> None:
-    """What main_ppo would load, through verl's own functions."""
-    from hydra.utils import get_class
-    from omegaconf import OmegaConf
-    from verl.experimental.agent_loop.agent_loop import AgentLoopBase
-    from verl.trainer.ppo.reward import load_reward_manager, resolve_reward_manager_cls
-    from verl.utils.config import omega_conf_to_dataclass
-    from verl.utils.import_utils import resolve_config_path
-
-    from agentrag_verl.agent_loops.config import SearchLoopConfig
-
-    # reward manager: verl's resolver, then verl's constructor path (validates reward_kwargs: unknown keys fail)
-    cls = resolve_reward_manager_cls(cfg)
-    assert cls.__name__ == recipe.reward
-    manager = load_reward_manager(cfg, tokenizer)
-    assert type(manager).__name__ == recipe.reward
-    # agent loop: verl resolves the YAML path (relative: from the cwd, else site-packages) and instantiates _target_
-    agent = cfg.actor_rollout_ref.rollout.agent
-    entries = {e.name: e for e in OmegaConf.load(resolve_config_path(agent.agent_loop_config_path))}
-    assert agent.default_agent_loop == recipe.agent and recipe.agent in entries
-    entry = entries[recipe.agent]
-    assert issubclass(get_class(entry._target_), AgentLoopBase)
-    # the run-wide options the recipe sets are valid agent-loop options
-    loop_kwargs = {k: v for k, v in OmegaConf.to_container(entry).items() if k != "_target_"}
-    custom = OmegaConf.to_container(cfg.actor_rollout_ref.rollout.custom)
-    loop_cfg = SearchLoopConfig.from_sources(loop_kwargs, custom)
-    assert loop_cfg.retriever_url == custom["agentrag"]["retriever_url"]
-    manager_cls = agent.get("agent_loop_manager_class")
-    if manager_cls:  # verl's trainer imports it by this FQN
-        assert any("AgentLoopManager" in base.__name__ for base in get_class(manager_cls).__mro__[1:])
-    tool_config = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
-    if tool_config:
-        from verl.tools.tool_registry import initialize_tools_from_config
-
-        assert initialize_tools_from_config(resolve_config_path(tool_config))
-    # verl's typed configs accept the values (what the trainer converts them to)
-    omega_conf_to_dataclass(cfg.algorithm)
-    omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
-    omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
-    if recipe.algo == "gae":
-        omega_conf_to_dataclass(cfg.critic)
-    assert cfg.algorithm.adv_estimator == recipe.algo
-
-
-@pytest.mark.parametrize("recipe", CASES, ids=lambda c: c.id)
-def test_gpu_command_composes_and_loads(recipe, tokenizer, tiny_model_dir):
-    # a real model dir: verl's typed critic config loads the model's config and tokenizer
-    knobs = {"MODEL": str(tiny_model_dir), "RETRIEVER_URL": "http://10.0.0.5:8000/retrieve", "NNODES": "2"}
-    argv = dry_run(recipe, "trainer.total_epochs=3", **knobs)
-    config_path, name, overrides = split_main_ppo(argv)
-    assert Path(config_path) == RECIPES / recipe.script.split("/")[0] / "config"
-    assert name == recipe.config
-    # knobs reach the command; extra arguments come last (they win)
-    assert f"actor_rollout_ref.model.path={tiny_model_dir}" in overrides and "trainer.nnodes=2" in overrides
-    assert overrides[-1] == "trainer.total_epochs=3"
-    cfg = compose(config_path, name, overrides)
-    assert cfg.actor_rollout_ref.rollout.custom.agentrag.retriever_url == "http://10.0.0.5:8000/retrieve"
-    assert cfg.trainer.total_epochs == 3 and cfg.trainer.nnodes == 2
-    check_loaders(cfg, recipe, tokenizer)
-
-
-@pytest.mark.parametrize("recipe", CASES, ids=lambda c: c.id)
-def test_local_profile_composes_with_train_local_overrides(recipe, tokenizer, tmp_path):
-    from agentrag_verl.local_cpu.train_local import cpu_overrides, merge_overrides
-
-    argv = dry_run(recipe, profile="local", LOCAL_WORK=str(tmp_path / "local"))
-    assert argv[0] == console() and argv[1] == "train-local"
-    sep = argv.index("--")
-    head, user = argv[:sep], argv[sep + 1 :]
-    config_path, name = option(head, "--config-path"), option(head, "--config-name")
-    assert name == recipe.config and Path(config_path) == RECIPES / recipe.script.split("/")[0] / "config"
-    assert option(head, "--reward-name") == recipe.reward
-    # what train-local adds (agentrag_verl/local_cpu/train_local.py run()), then the script's overrides
-    ours = cpu_overrides(
-        model_path=tmp_path / "model",
-        train_files=option(head, "--train-files"),
-        val_files=option(head, "--val-files"),
-        checkpoint_dir=tmp_path / "ckpt",
-        ray_temp_dir=tmp_path / "ray",
-        steps=int(option(head, "--steps")),
-        response_length=int(option(head, "--response-length")),
-    ) + [
-        "reward.reward_manager.source=importlib",
-        f"reward.reward_manager.module.path={option(head, '--reward-module')}",
-        f"reward.reward_manager.name={option(head, '--reward-name')}",
-    ]
-    build_tiny = __import__("agentrag_verl.testing", fromlist=["build_tiny_qwen2"]).build_tiny_qwen2
-    if recipe.algo == "gae" and not (tmp_path / "model" / "config.json").exists():
-        build_tiny(tmp_path / "model")  # what train-local builds; the typed critic config loads it
-    cfg = compose(config_path, name, merge_overrides(ours, user))
-    assert cfg.trainer.total_training_steps == 2 and cfg.trainer.device == "cpu"
-    assert cfg.data.train_files == str(tmp_path / "local" / "data" / "train.parquet")
-    assert cfg.actor_rollout_ref.rollout.custom.agentrag.retriever_url.startswith("http://127.0.0.1:")
-    for key in ("param_offload", "optimizer_offload"):
-        assert cfg.actor_rollout_ref.actor.fsdp_config[key] is False
-    if recipe.algo == "gae":
-        assert cfg.critic.strategy == "fsdp2" and cfg.critic.model.path == str(tmp_path / "model")
-    check_loaders(cfg, recipe, tokenizer)
 
 
 def _flatten(node: Any, prefix: str = "") -> list[str]:
@@ -190,6 +84,45 @@ def test_recipe_keys_exist_in_verl():
             if key.startswith(EXTENSION_KEYS):
                 continue
             assert exists(key), f"{path.name}: unknown key {key}"
+
+
+def _reading_sources() -> str:
+    """The Python source that can read a config value: verl's (without its config definitions: a dataclass field or
+    a YAML default is not a reader) and ours (without the preflight, which names the keys verl ignores to refuse
+    them)."""
+    import verl
+
+    import agentrag_verl
+    import agentrag_verl.preflight
+
+    verl_root = Path(verl.__file__).parent
+    definitions = (verl_root / "trainer" / "config", verl_root / "workers" / "config")
+    files = [p for p in verl_root.rglob("*.py") if not any(d in p.parents for d in definitions)]
+    files += [
+        p for p in Path(agentrag_verl.__file__).parent.rglob("*.py") if p != Path(agentrag_verl.preflight.__file__)
+    ]
+    return "\n".join(p.read_text(errors="replace") for p in files)
+
+
+def test_every_recipe_key_is_read():
+    """A key verl defines but never reads changes nothing (Search-P1's ``over_sample_rate: 0.1`` did): each key a
+    recipe sets must be read, by attribute or by name, somewhere in verl's code or ours. A key that only names a
+    field (``n``, ``path``) matches trivially; the values verl reads only to warn that it ignores them are refused by
+    ``agentrag-verl preflight`` (``IGNORED_SETTINGS``, run on every recipe by test_preflight.py)."""
+    sources = _reading_sources()
+    files = sorted({p for c in CASES for p in (RECIPES / c.script.split("/")[0] / "config").glob("*.yaml")})
+    unread = []
+    for path in files:
+        data = yaml.safe_load(path.read_text())
+        data.pop("hydra", None)
+        data.pop("defaults", None)
+        for key in _flatten(data):
+            if key.startswith(EXTENSION_KEYS):
+                continue  # validated by our own loaders (unknown keys fail)
+            leaf = key.rsplit(".", 1)[-1]
+            if not re.search(rf"[.\"']{re.escape(leaf)}\b", sources):
+                unread.append(f"{path.name}: {key}")
+    assert not unread, f"set by a recipe, read by nothing: {unread}"
 
 
 def composed(script: str, **env: str) -> Any:

@@ -141,4 +141,16 @@ def test_run_script_dry_run(tmp_path):
     assert "--nproc_per_node=2 -m verl.trainer.sft_trainer" in out.stdout and "model.path=m" in out.stdout
     assert out.stdout.strip().endswith("trainer.seed=3") and not list(tmp_path.iterdir())  # a dry run creates nothing
     bad = subprocess.run(["bash", str(script)], capture_output=True, text=True, env={**env, "DRY_RUN": "maybe"})
-    assert bad.returncode == 2 and "DRY_RUN=maybe" in bad.stderr
+    assert bad.returncode == 2 and "DRY_RUN='maybe' is not understood" in bad.stderr
+    # several nodes: the same command on each, torchrun's c10d rendezvous on MASTER_ADDR (no rank per node)
+    two = {**env, "NNODES": "2", "MASTER_ADDR": "10.0.0.5"}
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=two, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "--nnodes=2 --nproc_per_node=2 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.5:29500" in out.stdout
+    for knobs, message in (
+        ({"MASTER_ADDR": ""}, "NNODES=2: set MASTER_ADDR"),
+        ({"MASTER_ADDR": "127.0.0.1"}, "MASTER_ADDR=127.0.0.1 points at this machine"),
+        ({"NNODES": "two"}, "NNODES='two' must be a whole number"),
+    ):
+        bad = subprocess.run(["bash", str(script)], capture_output=True, text=True, env={**two, **knobs})
+        assert bad.returncode == 2 and message in bad.stderr and not bad.stdout, (knobs, bad.stderr)
