@@ -3,8 +3,11 @@ slow and idle connections, huge chunked bodies, disconnect storms.
 
 One ``python -m retriever_server serve`` process (the real CLI, the fixture index) serves the whole module with
 short timeouts so the slow-client cases take about a second: ``--header-timeout 1 --body-timeout 1
---keep-alive-timeout 1``; the other limits keep their defaults (16 KiB heads, 100 headers, 32 MiB bodies). Every
-loop here is bounded (a count or a deadline) and every socket talks to 127.0.0.1 only.
+--keep-alive-timeout 1``; the other limits keep their defaults (16 KiB heads, 100 headers, 32 MiB bodies). That
+server answers ``POST /retrieve`` on the connection (``retriever_server.fast_post``); the cases that concern POST
+requests (:data:`POST_PATH_CASES`: clients that vanish, slow bodies, the cost of a request) also run against a server
+whose every request takes the ASGI path (``asgi_server``: the same app and limits, in a thread of this process).
+Every loop here is bounded (a count or a deadline) and every socket talks to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -38,6 +41,15 @@ MAX_BODY = 32 << 20
 """The server's default max_body_bytes."""
 
 
+LIMITS = {
+    "header_timeout_s": ("--header-timeout", TIMEOUT_S),
+    "body_timeout_s": ("--body-timeout", TIMEOUT_S),
+    "keep_alive_timeout_s": ("--keep-alive-timeout", TIMEOUT_S),
+}
+"""The settings both servers under test share (``ServerConfig`` field: ``serve`` flag and value); the rest keep
+their defaults."""
+
+
 @dataclass
 class Server:
     port: int
@@ -53,8 +65,9 @@ def server(index_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("hostile") / "server.log"
     port = free_port()
     cmd = [sys.executable, "-m", "retriever_server", "serve", "--index", str(index_dir), "--port", str(port)]
-    cmd += ["--num-threads", "1", "--header-timeout", str(TIMEOUT_S), "--body-timeout", str(TIMEOUT_S)]
-    cmd += ["--keep-alive-timeout", str(TIMEOUT_S)]
+    cmd += ["--num-threads", "1"]
+    for flag, value in LIMITS.values():
+        cmd += [flag, str(value)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -76,6 +89,37 @@ def server(index_dir, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def asgi_server(retriever, tmp_path_factory):
+    """The app with the CLI server's limits on uvicorn's httptools protocol without the connection's POST endpoints,
+    so every request takes the ASGI path, in a thread of this process. Its log lines (``retriever_server`` and
+    uvicorn's) go to a file, as the CLI server's do."""
+    import logging
+
+    from retriever_server.app import ServerConfig, create_app
+    from retriever_server.http_guard import guarded_protocol, uvicorn_config
+
+    config = ServerConfig(port=free_port(), **{name: value for name, (_, value) in LIMITS.items()})
+    settings = uvicorn_config(create_app(retriever, config), config, log_level="info")
+    settings.http = guarded_protocol(config)  # no POST endpoints: every request through ASGI
+    log = tmp_path_factory.mktemp("hostile_asgi") / "server.log"
+    handler = logging.FileHandler(log)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    loggers = [logging.getLogger(name) for name in ("retriever_server", "uvicorn")]
+    levels = [logger.level for logger in loggers]
+    with uvicorn_in_thread(settings):
+        for logger in loggers:  # after uvicorn configured its loggers at start
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+        try:
+            yield Server(config.port, os.getpid(), log)
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.removeHandler(handler)
+                logger.setLevel(level)
+            handler.close()
 
 
 # ---- raw-socket helpers ---------------------------------------------------------------------------------------------
@@ -198,6 +242,17 @@ def half_close(server: Server) -> tuple[list[int], float | None, bytes]:
     return statuses(data), closed, data
 
 
+def pipelined_then_gone(server: Server) -> tuple[list[int], float | None, bytes]:
+    """100 pipelined ``POST /retrieve`` on one connection, none of the answers read, then the client closes; three
+    times. The server is still answering the first of them when the connection goes."""
+    request = post(b"Content-Length: %d" % len(QUERY), body=QUERY)
+    for _ in range(3):
+        with connect(server) as sock:
+            sock.sendall(request * 100)
+            time.sleep(0.2)
+    return [], 0.0, b""
+
+
 def connect_flood(server: Server) -> tuple[list[int], float | None, bytes]:
     """50 connections opened and closed at once without a byte."""
     for _ in range(50):
@@ -301,7 +356,22 @@ CASES: list[tuple[str, bytes | Callable[[Server], tuple[list[int], float | None,
     ),
     ("half-closed after the request", half_close, {200}),
     ("50 connects without a byte", connect_flood, SENT),
+    ("100 pipelined POSTs, none read, then gone", pipelined_then_gone, SENT),
 ]
+
+POST_PATH_CASES = [
+    case
+    for case in CASES
+    if case[0]
+    in (
+        "body stalls (content-length)",
+        "body stalls mid-chunk",
+        "disconnect mid-body",
+        "reset right after a full request",
+        "100 pipelined POSTs, none read, then gone",
+    )
+]
+"""The cases about POST requests that both POST paths must meet alike (``fast_post`` and ASGI)."""
 
 
 def run_case(server: Server, sent: object) -> tuple[list[int], float | None, bytes]:
@@ -367,6 +437,12 @@ def unexpected_outcomes(server: Server, cases: list, workers: int = 12) -> list[
     return failures
 
 
+def assert_quiet_log(new: list[str], most: int) -> None:
+    """At most ``most`` new log lines, none of them a traceback or an error."""
+    assert len(new) <= most, "\n".join(new)
+    assert not [line for line in new if "Traceback" in line or "ERROR" in line], "\n".join(new)
+
+
 def test_hostile_requests_get_a_bounded_answer(server):
     assert len(CASES) >= 40
     before = len(server.log_lines())
@@ -377,13 +453,20 @@ def test_hostile_requests_get_a_bounded_answer(server):
     assert codes == [200] * 100
     # the server is fine, and logged at most one line per hostile connection, none of them a traceback or an error
     time.sleep(TIMEOUT_S)
-    new = server.log_lines()[before:]
-    assert len(new) <= len(CASES), "\n".join(new)
-    assert not [line for line in new if "Traceback" in line or "ERROR" in line], "\n".join(new)
+    assert_quiet_log(server.log_lines()[before:], most=len(CASES) + 2)  # the pipelined case holds 3 connections
     health = httpx.get(f"http://127.0.0.1:{server.port}/health").json()
     assert health["status"] == "ok"
     # /health names the index and the model without their absolute paths
     assert not health["index"].startswith("/") and not health["model"].startswith("/")
+
+
+def test_post_cases_meet_the_same_rules_on_the_asgi_path(asgi_server):
+    before = len(asgi_server.log_lines())
+    failures = unexpected_outcomes(asgi_server, POST_PATH_CASES)
+    assert not failures, "\n".join(failures)
+    time.sleep(TIMEOUT_S)
+    assert_quiet_log(asgi_server.log_lines()[before:], most=len(POST_PATH_CASES) + 2)
+    assert httpx.get(f"http://127.0.0.1:{asgi_server.port}/health").status_code == 200
 
 
 @pytest.fixture(scope="module")
