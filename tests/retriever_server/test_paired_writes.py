@@ -124,3 +124,15 @@ async def test_writelines_is_a_whole_response_sent_at_once_after_what_is_held():
     assert sock.sends[1:] == [b"heldheadbody"]
     await next_iteration()  # nothing was left held
     assert len(sock.sends) == 2
+
+
+async def test_writes_after_the_connection_closed_are_dropped():
+    """uvloop raises on a write to a closed transport; a client that left must not turn into an app fault."""
+    sock = Socket()
+    t = PairedWrites(sock)
+    t.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+    sock.closed = True  # the client went away between the head and the body
+    t.write(b"{}")
+    t.writelines([b"HTTP/1.1 200 OK\r\n\r\n", b"{}"])
+    await next_iteration()
+    assert sock.sends == [] and t.get_write_buffer_size() == 0
