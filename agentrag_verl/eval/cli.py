@@ -7,8 +7,9 @@ Example (vLLM policy, our retriever, two FlashRAG test sets, two formats, judge 
         --format searchr1 --format hiprag --out outputs/eval \\
         --judge-base-url http://127.0.0.1:8002/v1 --judge-model judge --rewards all
 
-Rerunning the same command resumes (finished questions are skipped). Exit codes: 0 done, 1 some questions failed
-(rerun to retry them), 2 bad arguments.
+Rerunning the same command resumes (finished questions are skipped). Exit codes: 0 done, every requested metric
+computed for every question; 1 some questions failed, or a judged metric could not be computed for them (the last
+line counts them by cause; rerun to retry them); 2 bad arguments.
 """
 
 from __future__ import annotations

@@ -8,7 +8,11 @@ and appends one JSON line to ``<out>/<format>/results.jsonl`` as soon as the que
 restart skips the questions already there, so an interrupted run loses at most the questions in flight. No question
 is dropped: a question whose rollout fails is retried (``question_retries``), and if it still fails the run goes on
 with the others and ends with :class:`EvalIncomplete` naming it (rerun the same command to retry only the missing
-ones).
+ones). A judged metric that could not be computed for a question (a judge verdict that failed after the judge
+client's retries: ``judge_acc``, HiPRAG OSR/USR, a judged reward design) fails the question the same way
+(:func:`unjudged_metrics`): its result is not written, so the metrics never silently leave it out and the rerun
+judges it again. A failure that repeats (the same error for every question) is logged once at WARNING, its repeats at
+DEBUG, and counted in :class:`EvalIncomplete`'s one line.
 
 ``<out>/run.json`` records what the results depend on (policy, tokenizer, sampling, loop options, judge, reward
 options); restarting with different values is refused unless ``overwrite`` (which deletes the old results), so one
@@ -35,6 +39,7 @@ from typing import Any
 
 from agentrag_verl.eval.data import EvalQuestion
 from agentrag_verl.eval.runner import AgentLoopRunner, RunnerConfig, Trajectory
+from agentrag_verl.failure_log import FailureLog
 from agentrag_verl.jsonl import JsonlStore, read_records
 
 __all__ = [
@@ -48,6 +53,7 @@ __all__ = [
     "evaluate",
     "build_record",
     "check_endpoints",
+    "unjudged_metrics",
 ]
 
 logger = logging.getLogger(__name__)
@@ -61,16 +67,23 @@ class EndpointError(ConnectionError):
 
 
 class EvalIncomplete(RuntimeError):
-    """Some questions failed after their retries; their keys are in :attr:`missing`. Rerun to retry them."""
+    """Some questions failed after their retries, or a judged metric of theirs could not be computed; their keys are
+    in :attr:`missing`, the cause of each in :attr:`errors`. Rerun to retry them.
+
+    The message counts the questions by cause (equal causes once, most frequent first), so a failure that hits every
+    question is one line, not one per question.
+    """
 
     def __init__(self, missing: dict[str, list[str]], errors: dict[str, str]) -> None:
         self.missing = missing
         self.errors = errors
         n = sum(len(v) for v in missing.values())
-        sample = "; ".join(f"{k}: {v}" for k, v in list(errors.items())[:3])
+        causes = FailureLog(None)
+        for key, cause in errors.items():
+            causes.record(cause, "", example=key)
         super().__init__(
-            f"{n} question(s) could not be evaluated ({sample}). Their results are not written; the others are. "
-            "Fix the cause and rerun the same command: finished questions are skipped."
+            f"{n} question(s) could not be evaluated: {causes.summary()}. Their results are not written; the others "
+            "are. Fix the cause and rerun the same command: finished questions are skipped."
         )
 
 
@@ -187,19 +200,20 @@ async def check_endpoints(config: EvalConfig, *, policy: bool = True, timeout_s:
     """Ask the policy server (``GET /models``) and the retriever (one ``POST /retrieve``) whether they answer.
 
     Raises:
-        EndpointError: Naming the URL, what came back, and the flag to fix.
+        EndpointError: Naming the URL, what came back (an echoed API key redacted), and the flag to fix.
     """
     import os
 
-    import httpx
+    from agentrag_verl.http import httpx_client
 
     runner = config.runner
-    async with httpx.AsyncClient(timeout=timeout_s) as client:
+    async with httpx_client(timeout_s, 2) as client:
         if policy:
             url = runner.base_url.rstrip("/") + "/models"
             key = os.environ.get(runner.api_key_env, "") if runner.api_key_env else ""
             headers = {"Authorization": f"Bearer {key}"} if key else {}
-            response = await _ask(client, "GET", url, "policy server", "--base-url", headers=headers)
+            flag = "--base-url" + (" and --api-key-env" if runner.api_key_env else "")
+            response = await _ask(client, "GET", url, "policy server", flag, headers=headers)
             try:
                 served = [m.get("id") for m in response.json().get("data", [])]
             except (ValueError, AttributeError):
@@ -220,16 +234,45 @@ async def check_endpoints(config: EvalConfig, *, policy: bool = True, timeout_s:
 
 
 async def _ask(client: Any, method: str, url: str, what: str, flag: str, **kwargs: Any) -> Any:
+    from agentrag_verl.http import RequestError, httpx_request
+
     try:
-        response = await client.request(method, url, **kwargs)
-    except Exception as e:  # connection refused, timeout, bad URL: all mean "does not answer"
+        response = await httpx_request(client, method, url, **kwargs)
+        if response.status != 200:  # a redirect is not an answer either
+            raise RequestError("client_error", f"HTTP {response.status}: {response.detail()}", status=response.status)
+        return response
+    except RequestError as e:
+        if e.status is None:  # connection refused, timeout: "does not answer"
+            raise EndpointError(f"the {what} at {url} does not answer ({e.message}); start it or fix {flag}.") from None
+        raise EndpointError(f"the {what} at {url} answered {e.message}; check {flag}.") from None
+    except Exception as e:  # a malformed URL
         raise EndpointError(
             f"the {what} at {url} does not answer ({type(e).__name__}: {e}); start it or fix {flag}."
         ) from None
-    if response.status_code != 200:
-        text = " ".join(response.text.split())[:200]
-        raise EndpointError(f"the {what} at {url} answered HTTP {response.status_code} ({text}); check {flag}.")
-    return response
+
+
+def unjudged_metrics(record: Mapping[str, Any]) -> str | None:
+    """Which judged metrics of a result could not be computed (a judge verdict failed after the client's retries),
+    as one cause for :class:`EvalIncomplete`; ``None`` when all were.
+
+    The cause names the metric and, for the correctness judge, the judge's error; it holds no count or key, so
+    that the same failure of many questions is one cause.
+
+    >>> unjudged_metrics({"judge": {"ok": False, "error": "client_error: HTTP 401"}, "hiprag": {"failures": 2},
+    ...                   "rewards": {"searchr1": {"judge_failures": 0.0}, "hiprag": {"judge_failures": 1.0}}})
+    'judge verdicts failed for judge_acc (client_error: HTTP 401), hiprag_osr/hiprag_usr, reward/hiprag'
+    """
+    failed = []
+    judge = record.get("judge")
+    if isinstance(judge, Mapping) and not judge.get("ok", True):
+        failed.append(f"judge_acc ({judge.get('error')})")
+    hiprag = record.get("hiprag")
+    if isinstance(hiprag, Mapping) and hiprag.get("failures"):
+        failed.append("hiprag_osr/hiprag_usr")
+    for design, info in (record.get("rewards") or {}).items():
+        if isinstance(info, Mapping) and info.get("judge_failures"):
+            failed.append(f"reward/{design}")
+    return f"judge verdicts failed for {', '.join(failed)}" if failed else None
 
 
 def _has_results(out: Path) -> bool:
@@ -310,6 +353,7 @@ async def evaluate(
     t0 = time.perf_counter()
     missing: dict[str, list[str]] = {}
     errors: dict[str, str] = {}
+    attempt_failures = FailureLog(logger)
     try:
         _check_run_file(out, config)
         stores = {f: open_results(out / f / RESULTS_FILE) for f in formats}
@@ -343,8 +387,14 @@ async def evaluate(
                         break
                     except Exception as e:  # retried, then reported; never silently dropped
                         error = e
-                        logger.warning("%s %s attempt %d failed: %r", format_name, question.key, attempt + 1, e)
-                        await asyncio.sleep(min(2.0**attempt, 10.0))
+                        cause = f"{type(e).__name__}: {e}"
+                        attempt_failures.record(
+                            cause,
+                            f"{format_name} {question.key} attempt {attempt + 1} failed: {cause} (the same failure "
+                            "of other attempts is logged at DEBUG and counted at the end)",
+                        )
+                        if attempt < config.question_retries:
+                            await asyncio.sleep(min(2.0**attempt, 10.0))
                 else:
                     missing.setdefault(format_name, []).append(question.key)
                     errors[f"{format_name}:{question.key}"] = f"{type(error).__name__}: {error}"
@@ -359,6 +409,12 @@ async def evaluate(
                         )
                 if scorer is not None:
                     record["rewards"] = await scorer.score(trajectory, question, format_name)
+                unjudged = unjudged_metrics(record)
+                if unjudged:  # a metric that could not be computed fails its question, as a failed rollout does
+                    missing.setdefault(format_name, []).append(question.key)
+                    errors[f"{format_name}:{question.key}"] = unjudged
+                    bar.update(1)
+                    return
                 record["wall_s"] = round(time.perf_counter() - t_start, 3)
                 stores[format_name].append(record)
                 bar.update(1)

@@ -13,6 +13,8 @@ the reward code itself.
 The methods are found by name through :func:`agentrag_verl.registry.method_module` (the evaluation imports no
 method). Decision: a failed verdict (after the client's retries) or a search step without a re-answer is left out
 of the rates and counted in ``failures`` / ``missing_reanswers``; it is never guessed as optimal or sub-optimal.
+The harness then fails the question (:func:`agentrag_verl.eval.harness.unjudged_metrics`): a failed verdict means the
+metric could not be computed, and the question is retried by the next run, as a failed rollout is.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ __all__ = ["judge_correctness", "hiprag_step_judgements"]
 
 
 async def judge_correctness(client: Any, prediction: str | None, golds: Sequence[str]) -> dict[str, Any]:
-    """``{"correct": bool | None, "ok": bool, "called": bool}`` for one answer (multi-stage B.4 judge)."""
+    """``{"correct": bool | None, "ok": bool, "called": bool}`` for one answer (multi-stage B.4 judge), and
+    ``"error"`` (``"<kind>: <message>"``) when the verdict failed."""
     if prediction is None:
         return {"correct": False, "ok": True, "called": False}
     multistage = method_module("multistage", "judge")
     verdict = await client.judge(multistage.correctness_request(prediction, list(golds)))
-    return {"correct": bool(verdict.value) if verdict.ok else None, "ok": bool(verdict.ok), "called": True}
+    if not verdict.ok:
+        return {"correct": None, "ok": False, "called": True, "error": f"{verdict.error_kind}: {verdict.error}"}
+    return {"correct": bool(verdict.value), "ok": True, "called": True}
 
 
 async def hiprag_step_judgements(

@@ -44,6 +44,57 @@ def test_cli_runs_the_eval(tmp_path, fixture_datasets, scripted_server, retrieve
     assert "searchr1" in capsys.readouterr().out  # the rich table
 
 
+def test_a_judge_that_fails_every_verdict_fails_the_run(tmp_path, tiny_model_dir, keyword_retriever, capsys):
+    # The judge answers GET /models and rejects every completion (HTTP 401). Before: exit 0, judge_acc null,
+    # judge_failures 3 and one WARNING. Now judge_acc could not be computed, so its questions fail as a failed
+    # rollout does: exit 1, one line naming the metric and the count, and the rerun judges them again.
+    from agentrag_verl.testing import FakeOpenAIServer, Fault
+
+    out = tmp_path / "out"
+    with (
+        FakeOpenAIServer(replies="<answer>Paris</answer>") as policy,
+        FakeOpenAIServer(replies=Fault.unauthorized()) as judge,
+    ):
+        argv = [
+            "eval",
+            f"--base-url={policy.base_url}",
+            "--model=fake-model",
+            f"--tokenizer={tiny_model_dir}",
+            f"--retriever-url={keyword_retriever.url}",
+            "--limit=1",  # the first question of each of the three mini_wiki datasets
+            f"--out={out}",
+            f"--judge-base-url={judge.base_url}",
+            "--judge-model=fake-model",
+            "--no-progress",
+        ]
+        assert main(argv) == 1
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        expected = (
+            "3 question(s) could not be evaluated: 3 × judge verdicts failed for judge_acc (client_error: HTTP 401"
+        )
+        assert expected in last, last
+        assert not (out / "searchr1" / "results.jsonl").read_text()  # nothing judged half is kept
+        judge.reset(replies="YES")  # the judge is fixed: the same command judges the three questions
+        assert main(argv) == 0
+    average = json.loads((out / "metrics.json").read_text())["formats"]["searchr1"]["average"]
+    assert (average["n"], average["judge_acc"], average["judge_failures"]) == (3, 1.0, 0)
+
+
+def test_unjudged_metrics_name_each_metric_without_counts():
+    import doctest
+
+    from agentrag_verl.eval import harness
+
+    (example,) = doctest.DocTestFinder().find(harness.unjudged_metrics)
+    assert doctest.DocTestRunner().run(example).failed == 0
+    ok = {
+        "judge": {"ok": True, "correct": False},
+        "hiprag": {"failures": 0},
+        "rewards": {"hiprag": {"judge_failures": 0}},
+    }
+    assert harness.unjudged_metrics(ok) is None and harness.unjudged_metrics({"judge": None}) is None
+
+
 def test_cli_bad_input_exits_2(tmp_path, capsys):
     base = ["eval", "--base-url=http://127.0.0.1:9/v1", "--model=m", "--tokenizer=t", f"--out={tmp_path / 'o'}"]
     assert main([*base, f"--data={tmp_path / 'missing.jsonl'}"]) == 2
