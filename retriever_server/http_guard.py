@@ -21,6 +21,9 @@ body size                   the app stops reading at ``max_body_bytes`` and answ
 idle kept-alive connection  ``keep_alive_timeout_s`` (uvicorn's own timer)
 ==========================  ==============================================================================
 
+A request line without an HTTP version (``GET /health``, HTTP/0.9's form) is malformed: ``400``, as any request
+the parser rejects.
+
 Logging: a malformed request (uvicorn answers ``400``), a closed-on-timeout or over-size connection, and a client
 that disconnects before its response each give one INFO line on ``retriever_server.http``, never a traceback;
 a connection that never sent a byte is closed silently (DEBUG).
@@ -119,6 +122,7 @@ class _Guard:
     transport: asyncio.Transport
     flow: Any
     client: tuple[str, int] | None
+    parser: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -160,6 +164,14 @@ class _Guard:
             self._arm(self.server_config.body_timeout_s, self._body_timed_out)
         else:
             self._cancel()  # the whole request is in: the app runs, and uvicorn's keep-alive timer follows it
+
+    def on_headers_complete(self) -> None:
+        """httptools' callback when a request head is parsed: a request line without an HTTP version (HTTP/0.9's
+        form, which uvicorn answered as HTTP/1.1) is malformed, so the parser's error path answers it 400. h11 refuses
+        such a line itself and never calls this."""
+        if self.parser.get_http_version() == "0.9":
+            raise ValueError("request line without an HTTP version")
+        super().on_headers_complete()  # type: ignore[misc]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()

@@ -288,6 +288,8 @@ CASES: list[tuple[str, bytes | Callable[[Server], tuple[list[int], float | None,
     ("TLS ClientHello on the plain port", bytes.fromhex("16030100a5010000a10303") + os.urandom(64), {400}),
     ("HTTP/2 prior-knowledge preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", {400}),
     ("HTTP/9.9", head(b"GET", b"/health", b"Host: t", version=b"HTTP/9.9"), {400, 505}),
+    ("request line without a version", b"GET /health\r\n\r\n", {400}),
+    ("POST line without a version", b"POST /retrieve\r\nContent-Length: %d\r\n\r\n" % len(QUERY) + QUERY, {400}),
     ("lower-case method", head(b"get", b"/health", b"Host: t", CLOSE), {400}),
     ("unknown method", head(b"FOO", b"/health", b"Host: t", CLOSE), {400, 405}),
     # malformed headers
@@ -369,6 +371,7 @@ POST_PATH_CASES = [
         "disconnect mid-body",
         "reset right after a full request",
         "100 pipelined POSTs, none read, then gone",
+        "POST line without a version",
     )
 ]
 """The cases about POST requests that both POST paths must meet alike (``fast_post`` and ASGI)."""
@@ -502,6 +505,7 @@ H11_CASES = [
         "one-byte chunks",
         "declared 1 GiB body",
         "one 40 KB header",
+        "request line without a version",
     )
 ] + [
     (
