@@ -260,9 +260,13 @@ def parse_encode(obj: dict[str, Any], limits: Limits) -> EncodeRequest:
         RequestError: 422 naming the offending field.
     """
     queries = parse_queries(obj, limits)
-    kind = obj.get("kind") or "query"
-    if kind not in ("query", "passage"):
-        raise RequestError(422, f'"kind" must be "query" or "passage", got {kind!r}.', field="kind")
+    kind = obj.get("kind")
+    if kind is None:  # absent or null: the default, as for topk; any other value must name a kind
+        kind = "query"
+    elif kind not in ("query", "passage"):
+        raise RequestError(
+            422, f'"kind" must be "query" or "passage" (or absent), not {json.dumps(kind)}.', field="kind"
+        )
     return EncodeRequest(queries, kind)
 
 

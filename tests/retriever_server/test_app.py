@@ -159,6 +159,9 @@ MALFORMED = [
     ("GET /retrieve", "GET", "/retrieve", None, {}, 405),
     ("unknown path", "POST", "/search", b'{"query": "a"}', JSON, 404),
     ("encode bad kind", "POST", "/encode", b'{"query": "a", "kind": "doc"}', JSON, 422),
+    ("encode kind false", "POST", "/encode", b'{"query": "a", "kind": false}', JSON, 422),
+    ("encode kind empty string", "POST", "/encode", b'{"query": "a", "kind": ""}', JSON, 422),
+    ("encode kind empty list", "POST", "/encode", b'{"query": "a", "kind": []}', JSON, 422),
     ("encode empty list", "POST", "/encode", b'{"queries": []}', JSON, 422),
 ]
 

@@ -136,6 +136,7 @@ SAME = [
     post_json(b"/retrieve", {"queries": ["x"], "topk": 10**6}),  # 422
     post_json(b"/retrieve", ["x"]),  # 422: not an object
     post_json(b"/encode", {"queries": ["x"], "kind": "image"}),  # 422
+    post_json(b"/encode", {"queries": ["x"], "kind": False}),  # 422: a falsy kind is not the default
     request(b"/retrieve", b"{}", b"Content-Type: application/json", b"Content-Length: %d" % (MAX_BODY + 1)),  # 413
     request(  # 413: a chunked body that grows past the limit
         b"/retrieve",
