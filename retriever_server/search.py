@@ -26,6 +26,7 @@ Decisions:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -61,6 +62,45 @@ def faiss_reason(error: Exception) -> str:
     """
     lines = str(error).strip().splitlines() or [type(error).__name__]
     return re.sub(r"^Error in .*? at \S+?:\d+: ", "", lines[-1])[:300]
+
+
+COUNT_PARAMS = ("nprobe", "efSearch", "quantizer_nprobe", "quantizer_efSearch")
+"""faiss search parameters that count lists or graph nodes: whole numbers of at least 1. faiss itself takes
+``nprobe=-5`` and ``nprobe=0`` and then fails every search."""
+
+
+def set_search_params(index: Any, search_params: str) -> None:
+    """Apply a faiss ``ParameterSpace`` string (``nprobe=64``, ``efSearch=128``, comma-separated) to ``index``.
+
+    Raises:
+        ValueError: An item that is not ``name=number``, a count (:data:`COUNT_PARAMS`) below 1 or not whole, a
+            negative value, or a parameter this index does not have (faiss's reason, the index type and what to pass).
+    """
+    faiss = import_faiss()
+    hint = "pass e.g. nprobe=64 for an IVF index or efSearch=128 for HNSW, comma-separated (--search-params)"
+    for item in search_params.split(","):
+        name, sep, value = (part.strip() for part in item.partition("="))
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not name or not math.isfinite(number):
+            raise ValueError(f"search parameter {item.strip()!r} is not name=number; {hint}.")
+        if name in COUNT_PARAMS and (number < 1 or number != int(number)):
+            raise ValueError(
+                f"search parameter {name}={value} must be a whole number of at least 1 (faiss would take it and then "
+                f"fail every search); {hint}."
+            )
+        if number < 0:
+            raise ValueError(f"search parameter {name}={value} is negative; {hint}.")
+    try:
+        faiss.ParameterSpace().set_index_parameters(index, search_params)
+    except RuntimeError as e:
+        kind = type(faiss.downcast_index(index)).__name__
+        raise ValueError(
+            f"faiss cannot set {search_params!r} on this {kind} ({faiss_reason(e)}): nprobe applies to IVF indexes, "
+            f"efSearch to HNSW, and a Flat index takes none; drop --search-params, or {hint}."
+        ) from None
 
 
 def faiss_has_gpu() -> bool:
@@ -128,6 +168,7 @@ class FaissBackend:
 
         Raises:
             RuntimeError: ``gpu`` was requested but faiss has no GPU support here.
+            ValueError: The file is not a faiss index, or ``search_params`` do not fit it (:func:`set_search_params`).
         """
         faiss = import_faiss()
         if not Path(path).is_file():
@@ -140,7 +181,7 @@ class FaissBackend:
                 "Rebuild it (python -m retriever_server build ... --overwrite)."
             ) from None
         if search_params:
-            faiss.ParameterSpace().set_index_parameters(index, search_params)
+            set_search_params(index, search_params)
         if not gpu:
             return cls(index)
         if not faiss_has_gpu():

@@ -185,6 +185,18 @@ def test_serve_and_query_bad_indexes(tmp_path, index_dir, corpus_file, capsys):
     one_line_error([*argv, "m", "q"], capsys, "--corpus_path", "is a folder")
 
 
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ("nprobe=-5", "nprobe=-5 must be a whole number of at least 1"),
+        ("nprobe=64", "faiss cannot set 'nprobe=64' on this IndexFlatIP"),  # the fixture index is Flat
+        ("nprobe", "'nprobe' is not name=number"),
+    ],
+)
+def test_search_params_faiss_cannot_use_are_refused_in_one_line(index_dir, params, expected, capsys):
+    one_line_error(["query", "--index", str(index_dir), "--search-params", params, "q"], capsys, expected)
+
+
 def test_query_unreachable_url(capsys):
     from agentrag_verl.demo.servers import free_port
 
