@@ -198,6 +198,7 @@ def build_index(config: BuildConfig, encoder: Encoder | None = None) -> BuildRep
     check_index_type(config.index_type, dim)
     if config.overwrite:
         remove_build(out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     meta_path, state_path = out / META_FILE, out / STATE_FILE
     meta = _read_json(meta_path) if meta_path.is_file() else None
@@ -238,7 +239,12 @@ def build_index(config: BuildConfig, encoder: Encoder | None = None) -> BuildRep
         or store_meta.get("max_passages") != config.max_passages
     ):
         # no store yet, or one left by an attempt that failed before its first chunk: (re)convert
-        convert_corpus(config.corpus, out / CORPUS_DIR, max_passages=config.max_passages, progress=config.progress)
+        try:
+            convert_corpus(config.corpus, out / CORPUS_DIR, max_passages=config.max_passages, progress=config.progress)
+        except BaseException:
+            if created and not any(out.iterdir()):  # a refused corpus leaves no folder behind either
+                out.rmdir()
+            raise
         store_meta = _read_json(out / CORPUS_DIR / STORE_META)
         wanted["corpus"] = _corpus_identity(config.corpus, store_meta)
     store = CorpusStore.open(out / CORPUS_DIR)
@@ -548,7 +554,13 @@ def check_index_dir(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
     root = Path(index_dir)
     meta_path = root / META_FILE
     if not meta_path.is_file():
-        hint = " (a build was started there: re-run the same build command to finish it)" if root.is_dir() else ""
+        entries = [p.name for p in root.iterdir()] if root.is_dir() else []
+        if any(name.removesuffix(".tmp") in BUILD_ENTRIES for name in entries):
+            hint = " (a build was started there: re-run the same build command to finish it)"
+        elif root.is_dir():
+            hint = " (the folder is empty)" if not entries else " (nothing in it comes from a build)"
+        else:
+            hint = ""
         raise FileNotFoundError(
             f"{root} holds no complete index (no {META_FILE}){hint}. Build one with `python -m retriever_server "
             "build --corpus C.jsonl --model M --out DIR`, or pass a faiss index file with --corpus_path."

@@ -23,13 +23,15 @@ Decisions:
 - The SHA-256 of the whole source file is computed during the same pass and stored in ``store.json``: it is the
   corpus's identity in an index's fingerprint (:mod:`retriever_server.build`), whatever the file is called.
 - Conversion streams line by line (memory bounded by one line, the offsets buffer and the id hashes) into
-  temporary files that are renamed when complete, so an interrupted conversion is simply redone.
+  temporary files that are renamed when complete, so an interrupted conversion is simply redone. A refused corpus
+  (a bad line, a repeated id) leaves neither the temporary files nor a folder the conversion created.
 - Lone UTF-16 surrogates (``"\\ud800"`` escapes in the source) are written back as JSON escapes, keeping every
   record valid UTF-8 JSON.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -88,8 +90,39 @@ def convert_corpus(
     if not src.is_file():
         raise FileNotFoundError(f"Corpus file {src} does not exist; pass a Search-R1 JSON Lines corpus (--corpus).")
     out = Path(out_dir)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     tmp_records, tmp_offsets = out / (RECORDS_FILE + ".tmp"), out / (OFFSETS_FILE + ".tmp")
+    try:
+        n, digest = _convert(src, tmp_records, tmp_offsets, max_passages, progress)
+    except BaseException:  # a refused line (or an interrupt) leaves nothing behind for the corrected rerun
+        tmp_records.unlink(missing_ok=True)
+        tmp_offsets.unlink(missing_ok=True)
+        if created and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    os.replace(tmp_records, out / RECORDS_FILE)
+    os.replace(tmp_offsets, out / OFFSETS_FILE)
+    stat = src.stat()
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "num_passages": n,
+        "source": str(src.resolve()),
+        "source_size": stat.st_size,
+        "source_mtime_ns": stat.st_mtime_ns,
+        "source_sha256": digest,
+        "max_passages": max_passages,
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    logger.info("Converted %d passages from %s into %s", n, src, out)
+    return out
+
+
+def _convert(
+    src: Path, tmp_records: Path, tmp_offsets: Path, max_passages: int | None, progress: bool
+) -> tuple[int, str]:
+    """Write the store's two files (as ``tmp_records`` / ``tmp_offsets``); the passage count and the source's
+    SHA-256."""
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -100,7 +133,12 @@ def convert_corpus(
     offsets_buf: list[int] = [0]
     digest = hashlib.sha256()
     id_hashes = array("q")
-    with open(src, "rb") as fin, open(tmp_records, "wb") as frec, open(tmp_offsets, "wb") as foff:
+    with (
+        open(src, "rb") as fin,
+        open(tmp_records, "wb") as frec,
+        open(tmp_offsets, "wb") as foff,
+        contextlib.closing(bar) if bar is not None else contextlib.nullcontext(),
+    ):
         for lineno, raw in enumerate(fin, start=1):
             digest.update(raw)
             if bar is not None:
@@ -121,27 +159,10 @@ def convert_corpus(
             if len(offsets_buf) >= 65536:
                 _offsets_writer_flush(foff, offsets_buf)
         _offsets_writer_flush(foff, offsets_buf)
-    if bar is not None:
-        bar.close()
     if n == 0:
         raise ValueError(f"Corpus {src} has no passages; each line must look like {_EXAMPLE}.")
     _check_unique_ids(src, id_hashes, max_passages)
-    del id_hashes
-    os.replace(tmp_records, out / RECORDS_FILE)
-    os.replace(tmp_offsets, out / OFFSETS_FILE)
-    stat = src.stat()
-    meta = {
-        "format_version": FORMAT_VERSION,
-        "num_passages": n,
-        "source": str(src.resolve()),
-        "source_size": stat.st_size,
-        "source_mtime_ns": stat.st_mtime_ns,
-        "source_sha256": digest.hexdigest(),
-        "max_passages": max_passages,
-    }
-    (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-    logger.info("Converted %d passages from %s into %s", n, src, out)
-    return out
+    return n, digest.hexdigest()
 
 
 def _parse_line(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:

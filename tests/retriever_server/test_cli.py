@@ -146,7 +146,7 @@ def test_build_bad_corpus_rows_name_file_and_line(tmp_path, tiny_bert_dir, line,
     corpus = tmp_path / "bad.jsonl"
     corpus.write_bytes(b'{"id": "0", "contents": "fine"}\n' + line + b"\n")
     one_line_error(_build(corpus, tiny_bert_dir, tmp_path / "idx"), capsys, "bad.jsonl", expected)
-    assert not (tmp_path / "idx" / "meta.json").exists()
+    assert not (tmp_path / "idx").exists()  # no corpus/records.jsonl.tmp, no offsets.i64.tmp, no folder
 
 
 @pytest.mark.parametrize(
@@ -195,6 +195,21 @@ def test_serve_and_query_bad_indexes(tmp_path, index_dir, corpus_file, capsys):
 )
 def test_search_params_faiss_cannot_use_are_refused_in_one_line(index_dir, params, expected, capsys):
     one_line_error(["query", "--index", str(index_dir), "--search-params", params, "q"], capsys, expected)
+
+
+def test_serve_a_folder_without_an_index_says_what_is_there(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    line = one_line_error(["serve", "--index", str(empty)], capsys, "no complete index", "the folder is empty")
+    assert "build was started" not in line
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    one_line_error(["serve", "--index", str(other)], capsys, "no complete index", "nothing in it comes from a build")
+    started = tmp_path / "started"
+    started.mkdir()
+    (started / "chunks.done").write_text("")
+    one_line_error(["serve", "--index", str(started)], capsys, "a build was started there")
 
 
 def test_query_unreachable_url(capsys):
