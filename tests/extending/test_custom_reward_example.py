@@ -182,3 +182,22 @@ async def test_per_step_variant_reaches_gae_on_step_end_tokens(scorers):
     assert float(returns[0, 0]) == pytest.approx(score, abs=1e-6)
     after = next(i for i in range(ends[1] + 1, len(good["mask"])) if good["mask"][i])  # next model token
     assert float(returns[0, ends[1]]) - float(returns[0, after]) == pytest.approx(-0.1, abs=1e-6)
+
+
+def test_the_documented_command_starts(tiny_model_dir, monkeypatch, tmp_path):
+    """The README's command, with a real model folder and data paths, through verl's main_ppo start-up and worker
+    checks (``agentrag-verl preflight``), from a working directory that is not the repository."""
+    import re
+    import shlex
+
+    from agentrag_verl.preflight import check_command
+
+    block = (EXAMPLE / "README.md").read_text().split("```bash", 1)[1].split("```", 1)[0]
+    command = re.search(r"^python -m verl.trainer.main_ppo .*?(?=^#)", block, re.S | re.M).group(0)
+    monkeypatch.setenv("AGENTRAG_EXAMPLE_DIR", str(EXAMPLE))
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.chdir(tmp_path)
+    argv = shlex.split(command.replace("\\\n", " ").replace("$AGENTRAG_EXAMPLE_DIR", str(EXAMPLE)))
+    argv = [a.replace("Qwen/Qwen2.5-3B-Instruct", str(tiny_model_dir)).replace("=...", "=data.parquet") for a in argv]
+    report = check_command(argv)
+    assert report.ok, report.format()
