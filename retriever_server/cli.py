@@ -39,6 +39,7 @@ from .cli_common import (
     positive_int,
     run_main,
     tcp_port,
+    thread_count,
 )
 from .encoders import PRESETS
 from .search import BACKENDS
@@ -73,7 +74,7 @@ def _add_runtime_options(p: argparse.ArgumentParser) -> None:
         help="encoder in bfloat16: about 2x on CPUs with AVX512-BF16 or AMX, embeddings change slightly (default: off, "
         "or the index's setting)",
     )
-    g.add_argument("--num-threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    g.add_argument("--num-threads", type=thread_count, help="torch CPU threads, at most the cores (default: all cores)")
     g.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -217,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_recall_options(c)
     c.add_argument("--search-params", help="faiss ParameterSpace string to try, e.g. nprobe=64 or efSearch=128")
     c.add_argument("--device", help="encoder device: auto (default), cpu, cuda, cuda:N")
-    c.add_argument("--num-threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    c.add_argument("--num-threads", type=thread_count, help="torch CPU threads, at most the cores (default: all cores)")
     c.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     c.set_defaults(func=_cmd_recall)
     return parser

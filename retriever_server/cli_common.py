@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -103,6 +104,27 @@ def _number(cast: Callable[[str], Any], minimum: float, what: str, *, strict: bo
 positive_int = _number(int, 1, "a whole number of at least 1")
 positive_float = _number(float, 0.0, "a number greater than 0", strict=True)
 non_negative_float = _number(float, 0.0, "a number of at least 0")
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one, else all cores)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def thread_count(text: str) -> int:
+    """argparse type: a thread count from 1 to the usable cores (``--num-threads 100000`` started a thread per
+    count until the user's process limit, then crashed, and other processes of the user could not fork)."""
+    value = positive_int(text)
+    cores = usable_cores()
+    if value > cores:
+        raise argparse.ArgumentTypeError(
+            f"{value} is more than the {cores} CPU cores this process may use; choose 1 to {cores} (threads beyond "
+            "the cores only slow the encoder down), or leave it out for all of them"
+        )
+    return value
 
 
 def tcp_port(text: str) -> int:
