@@ -368,17 +368,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return 2
     from ._deps import require
     from .app import create_app
-    from .http_guard import uvicorn_config
-    from .ray_app import load_source
+    from .http_guard import listening_socket, uvicorn_config
+    from .ray_app import check_source, load_source
     from .threads import load_for_serving
 
     uvicorn = require("uvicorn", "Serving over HTTP")
-    retriever = load_for_serving(load_source, source, options)
-    app = create_app(retriever, server)
-    config = uvicorn_config(app, server, log_level=args.log_level, access_log=args.access_log)
-    logger.info("Serving %d passages on http://%s:%d", len(retriever.store), server.host, server.port)
-    http_server = uvicorn.Server(config)
-    http_server.run()
+    check_source(source)  # a wrong --index, then a busy port, fail before minutes of loading
+    with listening_socket(server.host, server.port) as sock:
+        retriever = load_for_serving(load_source, source, options)
+        app = create_app(retriever, server)
+        config = uvicorn_config(app, server, log_level=args.log_level, access_log=args.access_log)
+        logger.info("Serving %d passages on http://%s:%d", len(retriever.store), server.host, server.port)
+        http_server = uvicorn.Server(config)
+        http_server.run(sockets=[sock])
     return 0 if http_server.started else 1
 
 

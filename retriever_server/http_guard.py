@@ -46,8 +46,10 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -354,6 +356,46 @@ def guarded_protocol(
         bases = (_Guard, FastPost, base)
         attributes["post_endpoints"] = {path.encode("ascii"): endpoint for path, endpoint in post_endpoints.items()}
     return type(f"Guarded{base.__name__}", bases, attributes)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port``, for ``uvicorn.Server.run(sockets=[...])``.
+
+    ``serve`` binds before it loads the index, so a busy port or a host that is not this machine's fails at once in
+    one line (uvicorn bound after the load, and after the "Serving ... on ..." line). The socket listens once uvicorn
+    starts serving it.
+
+    Raises:
+        OSError: What failed and what to pass instead (``--host``, ``--port``).
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as e:
+        raise OSError(
+            f"--host {host} is not an address of this machine ({getattr(e, 'strerror', None) or e}); pass 127.0.0.1 "
+            "(this machine only) or 0.0.0.0 (every interface)"
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            message = f"port {port} on {host} is already in use (another server listens there); pass another --port"
+        elif e.errno == errno.EADDRNOTAVAIL:
+            message = (
+                f"--host {host} is not an address of this machine; pass 127.0.0.1 (this machine only), 0.0.0.0 "
+                "(every interface) or one of its own addresses"
+            )
+        elif e.errno == errno.EACCES:
+            message = f"binding port {port} needs privileges this process lacks; pass a --port from 1024 to 65535"
+        else:
+            message = f"cannot listen on {host}:{port} ({e.strerror}); check --host and --port"
+        raise OSError(message) from None
+    return sock
 
 
 def uvicorn_config(app: Any, config: ServerConfig, *, log_level: str = "info", access_log: bool = False) -> Any:

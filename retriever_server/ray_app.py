@@ -72,20 +72,22 @@ class IndexSource:
     """Encoder model for an index file (Search-R1 ``--retriever_model``)."""
 
 
-def load_source(source: IndexSource, options: LoadOptions):
-    """Load a :class:`~retriever_server.retriever.Retriever` from an :class:`IndexSource`.
+def check_source(source: IndexSource) -> None:
+    """Refuse an :class:`IndexSource` that cannot load, from what is on disk alone (nothing is read or loaded): a
+    missing path, a folder without a complete index (:func:`~retriever_server.build.check_index_dir`), an index file
+    without ``corpus_path`` / ``retriever_model``, a missing corpus.
 
     Raises:
-        ValueError: An index file without ``corpus_path`` / ``retriever_model``.
+        FileNotFoundError, IsADirectoryError, ValueError: The message says what to pass.
     """
     from pathlib import Path
 
+    from .build import check_index_dir
     from .cli_common import input_file
-    from .encoders import EncoderConfig
-    from .retriever import Retriever
 
     if Path(source.index).is_dir():
-        return Retriever.from_index_dir(source.index, options)
+        check_index_dir(source.index)
+        return
     if not Path(source.index).exists():
         raise FileNotFoundError(
             f"--index {source.index} does not exist; pass an index folder made by `python -m retriever_server build`, "
@@ -98,6 +100,23 @@ def load_source(source: IndexSource, options: LoadOptions):
             "made by `python -m retriever_server build`."
         )
     input_file(source.corpus_path, "--corpus_path")
+
+
+def load_source(source: IndexSource, options: LoadOptions):
+    """Load a :class:`~retriever_server.retriever.Retriever` from an :class:`IndexSource` (checked first by
+    :func:`check_source`).
+
+    Raises:
+        ValueError: An index file without ``corpus_path`` / ``retriever_model``.
+    """
+    from pathlib import Path
+
+    from .encoders import EncoderConfig
+    from .retriever import Retriever
+
+    check_source(source)
+    if Path(source.index).is_dir():
+        return Retriever.from_index_dir(source.index, options)
     encoder = EncoderConfig.from_preset(
         source.retriever_model,
         source.retriever_name,

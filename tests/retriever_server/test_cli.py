@@ -213,6 +213,24 @@ def test_serve_a_folder_without_an_index_says_what_is_there(tmp_path, capsys):
     one_line_error(["serve", "--index", str(started)], capsys, "a build was started there")
 
 
+def test_serve_on_a_busy_port_or_a_foreign_host_fails_before_loading_in_one_line(index_dir, capsys, caplog):
+    import logging
+    import socket
+
+    from agentrag_verl.demo.servers import free_port
+
+    with socket.socket() as busy, caplog.at_level(logging.INFO):
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        argv = ["serve", "--index", str(index_dir), "--port", str(port)]
+        one_line_error(argv, capsys, f"port {port} on 127.0.0.1 is already in use", "--port")
+        argv = ["serve", "--index", str(index_dir), "--host", "999.1.1.1", "--port", str(free_port())]
+        one_line_error(argv, capsys, "--host 999.1.1.1 is not an address of this machine", "127.0.0.1")
+    said = [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if m.startswith(("Serving", "Loaded encoder"))], said  # refused before the load
+
+
 def test_query_unreachable_url(capsys):
     from agentrag_verl.demo.servers import free_port
 
