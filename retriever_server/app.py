@@ -89,6 +89,12 @@ class ServerConfig:
     """Seconds a connection may take to send a complete request head (then it is closed)."""
     body_timeout_s: float = 30.0
     """Seconds without a request body byte before the connection is closed."""
+    body_deadline_s: float = 60.0
+    """Seconds from a complete request head to its body's last byte, however the bytes are paced (then the connection
+    is closed): 32 MiB (``max_body_bytes``) at 0.55 MB/s."""
+    max_connections: int = 4096
+    """Most open connections; one more is answered 503 and closed. A rollout keeps up to 256 pooled connections per
+    agent-loop worker (``agentrag_verl.tools.retriever_client``), so 4096 leaves room for 16 workers."""
     keep_alive_timeout_s: float = 5.0
     """Seconds an idle kept-alive connection stays open (uvicorn's ``timeout_keep_alive``)."""
     docs: bool = False
@@ -118,6 +124,8 @@ class ServerConfig:
             "max_headers": "--max-headers",
             "header_timeout_s": "--header-timeout",
             "body_timeout_s": "--body-timeout",
+            "body_deadline_s": "--body-deadline",
+            "max_connections": "--max-connections",
             "keep_alive_timeout_s": "--keep-alive-timeout",
         }
         for name, flag in positive.items():

@@ -173,6 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--header-timeout", type=positive_float, default=10.0, help="seconds to send a request head (default 10)"
     )
     g.add_argument("--body-timeout", type=positive_float, default=30.0, help="seconds between body reads (default 30)")
+    g.add_argument(
+        "--body-deadline",
+        type=positive_float,
+        default=60.0,
+        help="seconds for a whole request body after its head, however paced; then the connection is closed "
+        "(default 60: 32 MiB at 0.55 MB/s)",
+    )
+    g.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=4096,
+        help="most open connections; one more is answered 503 and closed, with a WARNING in the log; the open-file "
+        "limit is raised to fit where the hard limit allows, else this is lowered to fit (default 4096)",
+    )
     g.add_argument("--keep-alive-timeout", type=positive_float, default=5.0, help="idle kept-alive seconds (default 5)")
     g.add_argument("--docs", action="store_true", help="serve /docs, /redoc and /openapi.json (off by default)")
     g.add_argument("--health-paths", action="store_true", help="show index/model paths in /health (default: names)")
@@ -337,6 +351,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_headers=args.max_headers,
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
+        body_deadline_s=args.body_deadline,
+        max_connections=args.max_connections,
         keep_alive_timeout_s=args.keep_alive_timeout,
         docs=args.docs,
         health_paths=args.health_paths,

@@ -16,6 +16,10 @@ time to send the head       ``header_timeout_s`` from the connection's start (or
                             byte on a kept-alive connection); then the connection is closed
 gap between body reads      ``body_timeout_s`` without a body byte (while the server is ready to read)
                             closes the connection
+whole body                  ``body_deadline_s`` from the complete head (time the server stopped reading
+                            not counted); then the connection is closed, however the bytes were paced
+open connections            at most ``max_connections`` (fitted under the process's open-file limit); one
+                            more is answered ``503`` and closed, with a WARNING (at most one per 10 s)
 body size                   the app stops reading at ``max_body_bytes`` and answers ``413``; the
                             connection is closed once the client has sent 1 MiB more than that
 idle kept-alive connection  ``keep_alive_timeout_s`` (uvicorn's own timer)
@@ -39,6 +43,15 @@ Decisions:
   a client can make the parser hold is ``max_header_bytes`` plus one socket read (:data:`READ_BYTES`).
 - The body gap timer pauses while uvicorn itself has stopped reading (flow control: the app has not consumed the
   previous 64 KiB), so a busy server never blames the client.
+- The gap timer alone let a body sent a byte every 19 s last for ever: the body deadline bounds a request as a whole.
+  60 s is 32 MiB (``max_body_bytes``) at 0.55 MB/s, an order below any link between a trainer and its retriever.
+- The connection cap is counted in uvicorn's own set of open connections. A connection over it is answered ``503``
+  (JSON, ``retry-after: 1``, ``connection: close``; ``/health`` included: the refusal is explicit), its sending side
+  is shut and what the client sends is read and dropped for up to a second so that it can read the answer, unless
+  more than :data:`REFUSED_LINGER` refused connections are lingering already (then it is closed at once). Before,
+  300 slow bodies under ``ulimit -n 256`` made the process fail ``accept`` silently, ``/health`` included, for 40 s.
+  The open-file limit is raised to fit ``max_connections`` + :data:`FD_RESERVE` where the hard limit allows, else the
+  cap is lowered to fit it, with a WARNING saying so.
 - After an early answer (``413``) the rest of the body is read and dropped, up to 1 MiB, so that a client that
   sends a little too much still reads the ``413``; past that the connection is closed.
 """
@@ -49,8 +62,11 @@ import asyncio
 import errno
 import json
 import logging
+import math
 import socket
+import time
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from ._deps import require
@@ -62,6 +78,16 @@ logger = logging.getLogger("retriever_server.http")
 
 DRAIN_BYTES = 1 << 20
 """Body bytes read and dropped after the app answered early (``413``) before the connection is closed."""
+FD_RESERVE = 64
+"""Open files kept beside ``max_connections``: the process's own (a serving process holds about 20: the index, the
+passage store, the listening socket, epoll, pipes) and the refused connections lingering to read their 503."""
+REFUSED_LINGER = 32
+"""Refused connections that may linger (reading and dropping for up to :data:`REFUSED_LINGER_S`) at once; more are
+closed without a wait."""
+REFUSED_LINGER_S = 1.0
+"""How long a refused connection is read and dropped so that its client can read the 503 before the close."""
+REFUSAL_LOG_EVERY_S = 10.0
+"""The connection-limit WARNING is written at most once per this many seconds, with the count refused meanwhile."""
 READ_BYTES = 256 << 10
 """The most one socket read delivers (asyncio's and uvloop's read size): what a head check can be late by."""
 
@@ -117,7 +143,9 @@ class _ConnectionLog:
 class _Guard:
     """The rules of the module docstring, mixed into a uvicorn HTTP protocol class (see :func:`guarded_protocol`)."""
 
-    server_config: ServerConfig  # set on the class built by guarded_protocol
+    server_config: ServerConfig  # set on the class built by guarded_protocol, with the two below
+    max_connections: int
+    refusals: _Refusals
 
     # uvicorn's per-connection state the rules read (both protocol implementations keep these names)
     cycle: Any
@@ -125,21 +153,35 @@ class _Guard:
     flow: Any
     client: tuple[str, int] | None
     parser: Any
+    server_state: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.logger = _ConnectionLog(self, self.logger)
         self._timer: asyncio.TimerHandle | None = None
+        self._armed_at = 0.0
+        self._deadline_armed = False
+        self._body_deadline = 0.0
         self._head_bytes = 0
         self._body_bytes = 0
         self._reported = False
+        self._refused = False
 
     # -- asyncio.Protocol --------------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(PairedWrites(transport))  # type: ignore[misc]
+        if len(self.server_state.connections) > self.max_connections:  # uvicorn counted this one already
+            self._refuse()
+            return
         self._arm(self.server_config.header_timeout_s, self._head_timed_out)
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:  # read and dropped while the client reads its 503
+            self._body_bytes += len(data)
+            if self._body_bytes > DRAIN_BYTES:
+                self._cancel()
+                self.transport.close()
+            return
         before = self.cycle
         in_body = before is not None and before.more_body
         super().data_received(data)  # type: ignore[misc]
@@ -150,6 +192,7 @@ class _Guard:
         if cycle is not before:  # a new request head was parsed from this read
             self._head_bytes = self._body_bytes = 0
             self._reported = False
+            self._body_deadline = asyncio.get_running_loop().time() + self.server_config.body_deadline_s
         elif in_body:  # body bytes, or bytes dropped after an early answer
             self._body_bytes += len(data)
             if cycle.response_complete and self._body_bytes > self.server_config.max_body_bytes + DRAIN_BYTES:
@@ -163,7 +206,7 @@ class _Guard:
                 self._arm(self.server_config.header_timeout_s, self._head_timed_out)
             return
         if cycle.more_body:
-            self._arm(self.server_config.body_timeout_s, self._body_timed_out)
+            self._arm_body()
         else:
             self._cancel()  # the whole request is in: the app runs, and uvicorn's keep-alive timer follows it
 
@@ -196,7 +239,16 @@ class _Guard:
 
     def _arm(self, seconds: float, callback: Any) -> None:
         self._cancel()
-        self._timer = asyncio.get_running_loop().call_later(seconds, callback)
+        loop = asyncio.get_running_loop()
+        self._armed_at = loop.time()
+        self._timer = loop.call_later(seconds, callback)
+
+    def _arm_body(self) -> None:
+        """The body timer: the next gap (``body_timeout_s``) or the body deadline, whichever comes first."""
+        left = self._body_deadline - asyncio.get_running_loop().time()
+        gap = self.server_config.body_timeout_s
+        self._arm(max(0.0, min(gap, left)), self._body_timed_out)
+        self._deadline_armed = left <= gap
 
     def _cancel(self) -> None:
         if self._timer is not None:
@@ -229,38 +281,119 @@ class _Guard:
 
     def _body_timed_out(self) -> None:
         self._timer = None
-        timeout = self.server_config.body_timeout_s
-        if self.transport.is_closing() or self._server_paused(self._body_timed_out, timeout):
+        if self.transport.is_closing():
+            return
+        if self.flow is not None and self.flow.read_paused:  # the server's wait: not counted against the client
+            self._body_deadline += asyncio.get_running_loop().time() - self._armed_at
+            self._arm_body()
             return
         cycle = self.cycle
         if cycle is None or cycle.response_complete:  # answered early; the client stopped sending the rest
             self._reported = True
             self.transport.close()
             return
-        scope = cycle.scope
-        self._close(
-            f"no request body bytes for {timeout:g} s during {scope.get('method')} {scope.get('path')} "
-            f"({self._body_bytes} bytes read; body_timeout_s)"
+        where = f"during {cycle.scope.get('method')} {cycle.scope.get('path')} ({self._body_bytes} bytes read"
+        if self._deadline_armed:
+            deadline = self.server_config.body_deadline_s
+            self._close(f"request body not complete {deadline:g} s after its head {where}; body_deadline_s)")
+        else:
+            timeout = self.server_config.body_timeout_s
+            self._close(f"no request body bytes for {timeout:g} s {where}; body_timeout_s)")
+
+    def _refuse(self) -> None:
+        """Answer 503 to a connection over ``max_connections``; let its client read the answer (up to
+        :data:`REFUSED_LINGER_S`, while fewer than :data:`REFUSED_LINGER` refused connections linger), then close."""
+        self._refused = self._reported = True
+        open_now = len(self.server_state.connections)
+        self.refusals.refused(open_now - 1, self.max_connections)
+        if open_now > self.max_connections + REFUSED_LINGER:
+            self.transport.close()
+            return
+        self._send_error(
+            503,
+            "service_unavailable",
+            f"The server holds its limit of {self.max_connections} open connections (max_connections); retry in a "
+            "moment, or reuse fewer connections per client.",
+            b"retry-after: 1\r\n",
         )
+        self.transport.write_eof()
+        self._arm(REFUSED_LINGER_S, self.transport.close)
 
     def _reject_head(self) -> None:
         limit = self.server_config.max_header_bytes
-        body = json.dumps(
-            {
-                "error": {
-                    "type": "request_header_fields_too_large",
-                    "message": f"The request line and headers exceed {limit} bytes (max_header_bytes); send shorter "
-                    "headers or a shorter URL.",
-                    "field": None,
-                }
-            }
-        ).encode()
+        self._send_error(
+            431,
+            "request_header_fields_too_large",
+            f"The request line and headers exceed {limit} bytes (max_header_bytes); send shorter headers or a "
+            "shorter URL.",
+        )
+        self._close(f"request head over {limit} bytes (answered 431, connection closed)")
+
+    def _send_error(self, status: int, kind: str, message: str, headers: bytes = b"") -> None:
+        """Write a JSON error answer (the app's shape) that ends the connection, before any request was parsed."""
+        body = json.dumps({"error": {"type": kind, "message": message, "field": None}}).encode()
         head = (
-            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-            b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
+            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n".encode()
+            + headers
+            + b"connection: close\r\n\r\n"
         )
         self.transport.write(head + body)
-        self._close(f"request head over {limit} bytes (answered 431, connection closed)")
+
+
+class _Refusals:
+    """The connection-limit WARNING of one server: the first refusal is logged at once, later ones at most once per
+    :data:`REFUSAL_LOG_EVERY_S` with how many were refused meanwhile."""
+
+    def __init__(self) -> None:
+        self._logged_at = -math.inf
+        self._since = 0
+
+    def refused(self, open_connections: int, limit: int) -> None:
+        self._since += 1
+        now = time.monotonic()
+        if now - self._logged_at >= REFUSAL_LOG_EVERY_S:
+            logger.warning(
+                "connection limit reached: %d connections open (max_connections %d); refused %d new connection(s) "
+                "with 503 since the last such line. Raise --max-connections (and ulimit -n) if the clients are "
+                "legitimate.",
+                open_connections,
+                limit,
+                self._since,
+            )
+            self._logged_at, self._since = now, 0
+
+
+def connection_limit(max_connections: int) -> int:
+    """``max_connections``, with the process's soft limit on open files raised to fit it (plus :data:`FD_RESERVE`)
+    where the hard limit allows; else the largest count that fits, with a WARNING."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: nothing to fit
+        return max_connections
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = max_connections + FD_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return max_connections
+    fitted = max(1, soft - FD_RESERVE)
+    logger.warning(
+        "max_connections lowered from %d to %d: this process may open %d files (ulimit -n) and keeps %d for "
+        "itself; raise the limit (ulimit -n %d) to serve %d connections.",
+        max_connections,
+        fitted,
+        soft,
+        FD_RESERVE,
+        need,
+        max_connections,
+    )
+    return fitted
 
 
 class PairedWrites:
@@ -348,7 +481,11 @@ def guarded_protocol(
     httptools' protocol, the connections answer those endpoints themselves (:mod:`retriever_server.fast_post`).
     """
     base = base or base_protocol()
-    attributes: dict[str, Any] = {"server_config": config}
+    attributes: dict[str, Any] = {
+        "server_config": config,
+        "max_connections": connection_limit(config.max_connections),
+        "refusals": _Refusals(),
+    }
     bases: tuple[type, ...] = (_Guard, base)
     if post_endpoints and any(cls.__module__ == "uvicorn.protocols.http.httptools_impl" for cls in base.__mro__):
         from .fast_post import FastPost

@@ -161,6 +161,8 @@ def test_build_bad_corpus_rows_name_file_and_line(tmp_path, tiny_bert_dir, line,
         (["--max-batch-size", "0"], "argument --max-batch-size"),
         (["--replicas", "0"], "argument --replicas"),
         (["--num-threads", "100000"], "argument --num-threads: 100000 is more than the"),
+        (["--body-deadline", "0"], "argument --body-deadline: 0 is not a number greater than 0"),
+        (["--max-connections", "0"], "argument --max-connections"),
     ],
 )
 def test_serve_bad_numbers(index_dir, args, expected, capsys):

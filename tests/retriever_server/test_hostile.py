@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import struct
@@ -30,24 +31,34 @@ import httpx
 import pytest
 
 from agentrag_verl.demo.servers import free_port
+from retriever_server.http_guard import FD_RESERVE
 
 from .conftest import uvicorn_in_thread
 
 TIMEOUT_S = 1.0
 """--header-timeout and --body-timeout of the server under test."""
+DEADLINE_S = 2.5
+"""--body-deadline of the server under test: a body dripped a byte every TIMEOUT_S / 2 passes the gap timer and is
+cut here."""
 SLACK_S = 1.5
 """Scheduling slack on a shared 2-core box: a timed-out connection must be closed by TIMEOUT_S + SLACK_S."""
 MAX_BODY = 32 << 20
 """The server's default max_body_bytes."""
+OPEN_FILES = 256
+"""The CLI server runs under ``ulimit -n 256`` (as the issue found it: 300 slow bodies then refused ``/health`` for 40 s
+with nothing in the log), so its default max_connections (4096) is fitted down to OPEN_FILES - FD_RESERVE."""
+MAX_CONNECTIONS = OPEN_FILES - FD_RESERVE
 
 
 LIMITS = {
     "header_timeout_s": ("--header-timeout", TIMEOUT_S),
     "body_timeout_s": ("--body-timeout", TIMEOUT_S),
     "keep_alive_timeout_s": ("--keep-alive-timeout", TIMEOUT_S),
+    "body_deadline_s": ("--body-deadline", DEADLINE_S),
 }
 """The settings both servers under test share (``ServerConfig`` field: ``serve`` flag and value); the rest keep
-their defaults."""
+their defaults, but for max_connections (the CLI server's is fitted to its open-file limit, the ASGI server's set to
+the same MAX_CONNECTIONS)."""
 
 
 @dataclass
@@ -69,8 +80,12 @@ def server(index_dir, tmp_path_factory):
     for flag, value in LIMITS.values():
         cmd += [flag, str(value)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+    def open_files_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
+
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=open_files_limit)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -101,7 +116,8 @@ def asgi_server(retriever, tmp_path_factory):
     from retriever_server.app import ServerConfig, create_app
     from retriever_server.http_guard import guarded_protocol, uvicorn_config
 
-    config = ServerConfig(port=free_port(), **{name: value for name, (_, value) in LIMITS.items()})
+    limits = {name: value for name, (_, value) in LIMITS.items()}
+    config = ServerConfig(port=free_port(), max_connections=MAX_CONNECTIONS, **limits)
     settings = uvicorn_config(create_app(retriever, config), config, log_level="info")
     settings.http = guarded_protocol(config)  # no POST endpoints: every request through ASGI
     log = tmp_path_factory.mktemp("hostile_asgi") / "server.log"
@@ -233,6 +249,27 @@ def then_disconnect(raw: bytes, *, reset: bool = False) -> Callable[[Server], tu
     return run
 
 
+def drip_body(framing: bytes, first: bytes) -> Callable[[Server], tuple[list[int], float | None, bytes]]:
+    """A body sent a byte every TIMEOUT_S / 2 (never a gap long enough for --body-timeout) after ``first``: cut at the
+    body deadline. The time returned counts from the complete head."""
+
+    def run(server: Server) -> tuple[list[int], float | None, bytes]:
+        with connect(server) as sock:
+            sock.sendall(post(framing, body=first))
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < DEADLINE_S + SLACK_S:
+                time.sleep(TIMEOUT_S / 2)
+                try:
+                    sock.sendall(b" ")
+                except OSError:
+                    break
+            data, _ = read_all(sock, 0.5)
+            elapsed = time.monotonic() - t0
+        return statuses(data), (elapsed if elapsed < DEADLINE_S + SLACK_S else None), data
+
+    return run
+
+
 def half_close(server: Server) -> tuple[list[int], float | None, bytes]:
     """A complete request, then the client shuts its sending side (a pattern of simple scripts)."""
     with connect(server) as sock:
@@ -263,6 +300,7 @@ def connect_flood(server: Server) -> tuple[list[int], float | None, bytes]:
 # ---- the table ------------------------------------------------------------------------------------------------------
 
 CLOSED = "closed within the timeout"
+CUT = "closed at the body deadline"
 SENT = "nothing to read"
 GET_HEALTH = head(b"GET", b"/health", b"Host: t", CLOSE)
 BIG = b"a" * 40_000
@@ -276,6 +314,8 @@ CASES: list[tuple[str, bytes | Callable[[Server], tuple[list[int], float | None,
     ("header dribbled a byte at a time", dribble_head, CLOSED),
     ("body stalls (content-length)", post(b"Content-Length: 100", body=b'{"query": "a'), CLOSED),
     ("body stalls mid-chunk", post(b"Transfer-Encoding: chunked", body=b'20\r\n{"query"'), CLOSED),
+    ("body dripped a byte at a time", drip_body(b"Content-Length: 100", b'{"query": "a'), CUT),
+    ("chunk dripped a byte at a time", drip_body(b"Transfer-Encoding: chunked", b'64\r\n{"query": "a'), CUT),
     # oversized heads
     ("one 40 KB header", head(b"GET", b"/health", b"Host: t", b"X-Big: " + BIG, CLOSE), {431}),
     ("head grows past 16 KiB in pieces", head_grows_in_pieces, {431}),
@@ -368,6 +408,8 @@ POST_PATH_CASES = [
     in (
         "body stalls (content-length)",
         "body stalls mid-chunk",
+        "body dripped a byte at a time",
+        "chunk dripped a byte at a time",
         "disconnect mid-body",
         "reset right after a full request",
         "100 pipelined POSTs, none read, then gone",
@@ -425,6 +467,8 @@ def unexpected_outcomes(server: Server, cases: list, workers: int = 12) -> list[
     for (kind, _, expected), (codes, closed_after, data) in zip(cases, results, strict=True):
         if expected == CLOSED:
             ok = not codes and closed_after is not None and closed_after <= TIMEOUT_S + SLACK_S
+        elif expected == CUT:  # by the deadline, not earlier by the gap timer (the drip never leaves a gap)
+            ok = not codes and closed_after is not None and DEADLINE_S - 0.2 <= closed_after <= DEADLINE_S + SLACK_S
         elif expected == SENT:
             ok = True
         else:
@@ -470,6 +514,45 @@ def test_post_cases_meet_the_same_rules_on_the_asgi_path(asgi_server):
     time.sleep(TIMEOUT_S)
     assert_quiet_log(asgi_server.log_lines()[before:], most=len(POST_PATH_CASES) + 2)
     assert httpx.get(f"http://127.0.0.1:{asgi_server.port}/health").status_code == 200
+
+
+@pytest.fixture(params=["fast_post", "asgi"])
+def either_path(request) -> Server:
+    """The CLI server (POST answered on the connection) and the ASGI-path server, in turn."""
+    return request.getfixturevalue("server" if request.param == "fast_post" else "asgi_server")
+
+
+def test_a_connection_over_the_cap_is_answered_503_and_logged(either_path):
+    server = either_path
+    before = len(server.log_lines())
+    held = [connect(server) for _ in range(MAX_CONNECTIONS)]  # idle: each is closed by the header timeout (1 s)
+    try:
+        with connect(server) as extra:
+            extra.sendall(GET_HEALTH)
+            data, closed = read_all(extra, TIMEOUT_S)
+    finally:
+        for sock in held:
+            sock.close()
+    assert statuses(data) == [503] and closed is not None, data
+    error = json.loads(data.split(b"\r\n\r\n", 1)[1])["error"]
+    assert error["type"] == "service_unavailable" and f"limit of {MAX_CONNECTIONS} open connections" in error["message"]
+    assert b"retry-after: 1" in data.lower()
+    deadline = time.monotonic() + 5
+    while True:  # the held connections are gone: /health answers again
+        try:
+            if httpx.get(f"http://127.0.0.1:{server.port}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "the server did not recover from its connection limit"
+        time.sleep(0.1)
+    warnings = [line for line in server.log_lines()[before:] if "connection limit reached" in line]
+    assert len(warnings) == 1 and " WARNING " in warnings[0] and f"max_connections {MAX_CONNECTIONS}" in warnings[0]
+
+
+def test_the_cli_fits_max_connections_under_the_open_file_limit(server):
+    lowered = [line for line in server.log_lines() if "max_connections lowered" in line]
+    assert len(lowered) == 1 and f"from 4096 to {MAX_CONNECTIONS}" in lowered[0] and "ulimit -n" in lowered[0]
 
 
 @pytest.fixture(scope="module")
