@@ -13,6 +13,7 @@ Time and memory of a run: ``recipes/local_cpu/README.md``.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import json
 import os
@@ -364,6 +365,7 @@ def preflight_main_ppo_args(argv: list[str]) -> list[str]:
             from agentrag_verl.local_cpu.tiny_model import build_tiny_qwen2
 
             _PREFLIGHT_MODEL.append(Path(tempfile.mkdtemp(prefix="agentrag-preflight-model-")))
+            atexit.register(shutil.rmtree, _PREFLIGHT_MODEL[0], ignore_errors=True)
             build_tiny_qwen2(_PREFLIGHT_MODEL[0])
         model_path = _PREFLIGHT_MODEL[0]
     data_dir = work_dir / "data" / args.format
