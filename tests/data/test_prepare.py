@@ -17,6 +17,17 @@ from agentrag_verl.formats import get_format
 
 QA = load_qa()  # 30 fixture rows
 
+HUB_SPLITS = {
+    "nq": ("train", "dev", "test"),
+    "triviaqa": ("train", "dev", "test"),
+    "popqa": ("test",),
+    "hotpotqa": ("train", "dev"),
+    "2wikimultihopqa": ("train", "dev"),
+    "musique": ("train", "dev"),
+    "bamboogle": ("test",),
+}
+"""The splits each benchmark has in FlashRAG_datasets (what ``eval_split`` chooses from)."""
+
 
 def write_split(root: Path, dataset: str, split: str, rows: list[dict]) -> None:
     path = root / dataset / f"{split}.jsonl"
@@ -28,16 +39,7 @@ def write_split(root: Path, dataset: str, split: str, rows: list[dict]) -> None:
 def flashrag_dir(tmp_path) -> Path:
     """A FlashRAG_datasets-shaped directory: every benchmark gets fixture rows under the splits it has on the hub."""
     root = tmp_path / "FlashRAG_datasets"
-    splits = {
-        "nq": ("train", "dev", "test"),
-        "triviaqa": ("train", "dev", "test"),
-        "popqa": ("test",),
-        "hotpotqa": ("train", "dev"),
-        "2wikimultihopqa": ("train", "dev"),
-        "musique": ("train", "dev"),
-        "bamboogle": ("test",),
-    }
-    for dataset, names in splits.items():
+    for dataset, names in HUB_SPLITS.items():
         for j, split in enumerate(names):
             # 10 rows per split, ids like FlashRAG's (<split>_<n>), shared across benchmarks on purpose
             rows = [{**QA[(i + 7 * j) % len(QA)], "id": f"{split}_{i}"} for i in range(10)]
@@ -291,18 +293,6 @@ def test_every_preset_names_known_benchmarks():
         for output in preset.outputs:
             assert output.sources
             assert {s.dataset for s in output.sources} <= set(SEARCH_R1_TEST_SETS)
-
-
-HUB_SPLITS = {
-    "nq": ("train", "dev", "test"),
-    "triviaqa": ("train", "dev", "test"),
-    "popqa": ("test",),
-    "hotpotqa": ("train", "dev"),
-    "2wikimultihopqa": ("train", "dev"),
-    "musique": ("train", "dev"),
-    "bamboogle": ("test",),
-}
-"""The splits each benchmark has in FlashRAG_datasets (what ``eval_split`` chooses from)."""
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

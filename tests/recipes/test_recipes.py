@@ -74,16 +74,22 @@ def test_recipe_keys_exist_in_verl():
             node = node[part]
         return True
 
+    for path, key in recipe_keys():
+        assert exists(key), f"{path.name}: unknown key {key}"
+
+
+def recipe_keys() -> list[tuple[Path, str]]:
+    """Every key the recipes' own YAML files set (file, dotted key), but those under :data:`EXTENSION_KEYS`, which
+    our own loaders validate (unknown keys fail there)."""
     files = sorted({p for c in CASES for p in (RECIPES / c.script.split("/")[0] / "config").glob("*.yaml")})
     assert len(files) >= 12
+    keys = []
     for path in files:
         data = yaml.safe_load(path.read_text())
         data.pop("hydra", None)
         data.pop("defaults", None)
-        for key in _flatten(data):
-            if key.startswith(EXTENSION_KEYS):
-                continue
-            assert exists(key), f"{path.name}: unknown key {key}"
+        keys += [(path, key) for key in _flatten(data) if not key.startswith(EXTENSION_KEYS)]
+    return keys
 
 
 def _reading_sources() -> str:
@@ -110,18 +116,11 @@ def test_every_recipe_key_is_read():
     field (``n``, ``path``) matches trivially; the values verl reads only to warn that it ignores them are refused by
     ``agentrag-verl preflight`` (``IGNORED_SETTINGS``, run on every recipe by test_preflight.py)."""
     sources = _reading_sources()
-    files = sorted({p for c in CASES for p in (RECIPES / c.script.split("/")[0] / "config").glob("*.yaml")})
-    unread = []
-    for path in files:
-        data = yaml.safe_load(path.read_text())
-        data.pop("hydra", None)
-        data.pop("defaults", None)
-        for key in _flatten(data):
-            if key.startswith(EXTENSION_KEYS):
-                continue  # validated by our own loaders (unknown keys fail)
-            leaf = key.rsplit(".", 1)[-1]
-            if not re.search(rf"[.\"']{re.escape(leaf)}\b", sources):
-                unread.append(f"{path.name}: {key}")
+    unread = [
+        f"{path.name}: {key}"
+        for path, key in recipe_keys()
+        if not re.search(rf"[.\"']{re.escape(key.rsplit('.', 1)[-1])}\b", sources)
+    ]
     assert not unread, f"set by a recipe, read by nothing: {unread}"
 
 
