@@ -181,6 +181,104 @@ class EncoderConfig:
         return {k: getattr(self, k) for k in keys}
 
 
+CLIP_CHARS_PER_TOKEN = 8
+"""A text longer than ``max_length`` x this many characters is tokenized from that many first (4x more at a time while
+its complete words hold fewer than ``max_length`` tokens); English averages 4-5 characters per token."""
+CLIP_MAX_CHARS_PER_TOKEN = 128
+"""The window stops growing at ``max_length`` x this many characters: a text whose first 32,768 characters (at 256
+tokens) hold fewer than 256 tokens of complete words (a run of 100-character words, each one unknown token) is
+encoded from those characters alone."""
+
+
+class TokenCounter:
+    """How many tokens the encoder reads of each text, and long texts cut to what it reads, with the encoder's own
+    tokenizer.
+
+    A text costs its prefix, its special tokens and its content tokens, at most ``max_length`` (the encoder truncates
+    there): what :meth:`Encoder.encode` computes on. The count runs on a private copy of the fast tokenizer (no
+    truncation, no padding), which may be used from another thread than the encoder's.
+
+    Long texts (:meth:`clip`): a tokenizer reads a whole text before it truncates, and keeps per character and per
+    token bookkeeping meanwhile, about 180 bytes of memory per character (an 8 MB passage took 1.45 GB to build). So a
+    text is tokenized from its first ``max_length`` x :data:`CLIP_CHARS_PER_TOKEN` characters, and cut there when the
+    complete words of that window hold the ``max_length`` tokens the encoder reads: those tokens are then the whole
+    text's (tokenizers split text into words and tokenize each word alone), so the embedding is the same. Otherwise the
+    window grows 4x at a time, up to :data:`CLIP_MAX_CHARS_PER_TOKEN` characters per token.
+    """
+
+    def __init__(self, tokenizer: Any, config: EncoderConfig) -> None:
+        self.config = config
+        self.max_length = config.max_length
+        self._hf = tokenizer
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._backend = None
+        if backend is not None:
+            from tokenizers import Tokenizer
+
+            self._backend = Tokenizer.from_str(backend.to_str())
+            self._backend.no_truncation()
+            self._backend.no_padding()
+            specials = len(self._backend.encode("").ids) - len(self._backend.encode("", add_special_tokens=False).ids)
+        else:  # a slow (Python) tokenizer: counted through transformers, clipped by characters alone
+            specials = len(tokenizer("")["input_ids"])
+        self.specials = specials
+        self._room = max(0, self.max_length - specials)
+        """Content tokens the encoder reads of a text (prefix included)."""
+
+    @classmethod
+    def load(cls, config: EncoderConfig) -> TokenCounter:
+        """A counter from the tokenizer of ``config.model`` alone (no model weights: for a process that does not
+        encode, such as the ingress of a sharded deployment)."""
+        transformers = require("transformers", "Counting tokens")
+        return cls(transformers.AutoTokenizer.from_pretrained(config.model, use_fast=True), config)
+
+    def count(self, texts: Sequence[str], kind: TextKind = "query", stop_above: int | None = None) -> list[int]:
+        """Tokens the encoder reads of each text (``kind`` picks the prefix).
+
+        Args:
+            texts: The texts, without their prefix.
+            kind: ``"query"`` or ``"passage"``.
+            stop_above: Stop counting once the total is above this (the list is then shorter than ``texts``).
+        """
+        prefix = self.config.query_prefix if kind == "query" else self.config.passage_prefix
+        counts: list[int] = []
+        total = 0
+        for text in texts:
+            n = self._clip(prefix + text)[1]
+            counts.append(n)
+            total += n
+            if stop_above is not None and total > stop_above:
+                break
+        return counts
+
+    def clip(self, text: str) -> str:
+        """``text`` (with its prefix) cut to what the encoder reads of it, for a text longer than the first window; the
+        same text otherwise (class docstring)."""
+        return self._clip(text)[0]
+
+    def _clip(self, text: str) -> tuple[str, int]:
+        """``(text clipped, tokens the encoder reads of it)``."""
+        window = self.max_length * CLIP_CHARS_PER_TOKEN
+        widest = self.max_length * CLIP_MAX_CHARS_PER_TOKEN
+        while len(text) > window:
+            head = text[:window]
+            if self._backend is None:
+                if window >= widest:
+                    return head, self._slow_count(head)
+            else:
+                words = self._backend.encode(head, add_special_tokens=False).word_ids
+                complete = words.index(words[-1]) if words else 0  # tokens before the last (maybe cut) word
+                if complete >= self._room or window >= widest:
+                    return head, min(self.max_length, self.specials + len(words))
+            window *= 4
+        if self._backend is None:
+            return text, self._slow_count(text)
+        return text, min(self.max_length, self.specials + len(self._backend.encode(text, add_special_tokens=False)))
+
+    def _slow_count(self, text: str) -> int:
+        return len(self._hf(text, truncation=True, max_length=self.max_length)["input_ids"])
+
+
 @dataclass
 class Encoder:
     """A loaded encoder: ``encode(texts, kind)`` returns float32 embeddings ``[n, dim]``.
@@ -197,6 +295,8 @@ class Encoder:
     """Run the layers on the real tokens only (:mod:`retriever_server.unpadded`); set by :meth:`load`."""
     onednn: bool = False
     """The linear layers run through oneDNN (:mod:`retriever_server.onednn`); set by :meth:`load`."""
+    tokens: TokenCounter | None = field(default=None, repr=False)
+    """Cuts long texts to what the encoder reads (:meth:`TokenCounter.clip`); made on first use."""
 
     @classmethod
     def load(cls, config: EncoderConfig) -> Encoder:
@@ -251,6 +351,10 @@ class Encoder:
         """Embedding width (the model's hidden size)."""
         return int(self.model.config.hidden_size)
 
+    def token_counter(self) -> TokenCounter:
+        """A new :class:`TokenCounter` over this encoder's tokenizer and settings, for use in another thread."""
+        return TokenCounter(self.tokenizer, self.config)
+
     def encode(self, texts: Sequence[str], kind: TextKind = "query", *, sort_by_length: bool | None = None):
         """Encode texts as queries or passages.
 
@@ -271,6 +375,11 @@ class Encoder:
         out = np.empty((len(prefixed), self.dim), dtype=np.float32)
         if not prefixed:
             return out
+        window = self.config.max_length * CLIP_CHARS_PER_TOKEN
+        if any(len(t) > window for t in prefixed):  # tokenizing a long text whole costs ~180 bytes per character
+            if self.tokens is None:
+                self.tokens = self.token_counter()
+            prefixed = [self.tokens.clip(t) if len(t) > window else t for t in prefixed]
         if sort_by_length is None:
             sort_by_length = kind == "passage"
         order = sorted(range(len(prefixed)), key=lambda i: len(prefixed[i])) if sort_by_length else None

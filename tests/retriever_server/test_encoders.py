@@ -307,3 +307,53 @@ def test_bf16_runs_the_model_in_bfloat16_and_returns_float32_embeddings(tiny_ber
 def test_fp16_and_bf16_together_are_refused():
     with pytest.raises(ValueError, match="choose one precision"):
         EncoderConfig(model="m", fp16=True, bf16=True)
+
+
+def test_token_counts_are_what_the_encoder_reads(minilm_encoder):
+    """``TokenCounter.count``: the length of what the tokenizer gives the model (prefix and special tokens included,
+    truncated at max_length), for short, long, accented, CJK and unknown-word texts."""
+    import random
+
+    from retriever_server.encoders import TokenCounter
+
+    words = ["river", "supercalifragilisticexpialidocious", "Åsvik", "日本語", "x" * 120, "a,b", " "]
+    rng = random.Random(0)
+    texts = ["", "salt clock", "y" * 5000] + [" ".join(rng.choices(words, k=rng.randint(1, 300))) for _ in range(100)]
+    tokenizer = minilm_encoder.tokenizer
+    for prefix in ("", "query: "):
+        config = EncoderConfig.from_preset(minilm_encoder.config.model, "mean", query_prefix=prefix, max_length=64)
+        counter = TokenCounter(tokenizer, config)
+        read = tokenizer([prefix + t for t in texts], truncation=True, max_length=64)["input_ids"]
+        assert counter.count(texts) == [len(ids) for ids in read]
+        for text, ids in zip(texts, read, strict=True):  # a clipped text gives the model the same tokens
+            assert tokenizer(counter.clip(prefix + text), truncation=True, max_length=64)["input_ids"] == ids
+        assert len(counter.count(texts, stop_above=100)) < len(texts)  # counting stops once over a limit
+
+
+def test_a_long_passage_is_tokenized_from_its_beginning_only_with_the_same_embedding(tiny_bert_dir, monkeypatch):
+    """A tokenizer reads a whole text before it truncates (about 180 bytes of memory per character: an 8 MB passage
+    took 1.45 GB to build); the encoder hands it only the first characters that hold what it reads."""
+    from retriever_server import encoders
+
+    encoder = Encoder.load(EncoderConfig.from_preset(tiny_bert_dir, "e5", max_length=32, batch_size=4))
+    long = " ".join("river island town harbour salt clock".split() * 40_000)  # 1.3 MB, 240,000 words
+
+    class Recording:
+        def __init__(self, tokenizer):
+            self.tokenizer, self.longest = tokenizer, 0
+
+        def __call__(self, texts, **kwargs):
+            self.longest = max(self.longest, *map(len, texts))
+            return self.tokenizer(texts, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.tokenizer, name)
+
+    encoder.tokenizer = Recording(encoder.tokenizer)
+    with monkeypatch.context() as whole:  # the reference: a 5,000-character beginning, tokenized whole
+        whole.setattr(encoders, "CLIP_CHARS_PER_TOKEN", 10**9)
+        expected = encoder.encode([long[:5000]], "passage")
+    assert encoder.tokenizer.longest > 5000
+    encoder.tokenizer.longest = 0
+    np.testing.assert_array_equal(encoder.encode([long, "salt clock"], "passage")[:1], expected)
+    assert encoder.tokenizer.longest <= 32 * encoders.CLIP_CHARS_PER_TOKEN
