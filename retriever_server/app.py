@@ -22,6 +22,7 @@ it once). Connection limits (head size, read timeouts) live in that module, beca
 # No `from __future__ import annotations` here: FastAPI reads the route handlers' annotations (``Request``,
 # imported inside create_app) at runtime, and string annotations would not resolve.
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -29,6 +30,7 @@ import gc
 import json
 import logging
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,7 @@ from .protocol import (
     Limits,
     RequestError,
     body_too_large,
+    check_request_tokens,
     parse_encode,
     parse_json_body,
     parse_retrieve,
@@ -76,6 +79,17 @@ class ServerConfig:
     """Longest query in characters (longer → 422)."""
     max_body_bytes: int = 32 << 20
     """Largest request body in bytes (larger → 413)."""
+    max_hits_per_request: int = 32768
+    """Most ``queries x topk`` per ``/retrieve`` request (more → 422): Search-R1's 2,560 queries at topk 12, or the
+    8,192 queries of ``max_queries_per_request`` at topk 4. About 25 MB of answer at wiki-18's passage length, the
+    order of ``max_body_bytes``."""
+    max_request_tokens: int = 131072
+    """Most encoder tokens per request, each query counted up to the encoder's ``max_length`` with its prefix and
+    special tokens (more → 422): 8,192 (``max_queries_per_request``) agent queries of 16 tokens. About 10 s of
+    encoding on a 2-core CPU; 1,024 queries of 4,090 characters (262,144 tokens) took 102 s."""
+    max_batch_tokens: int = 2048
+    """Most encoder tokens per micro-batch (with ``max_batch_size``): a full batch of 128 agent queries of 16 tokens,
+    or 8 queries of 256. A request arriving while a maximal request runs waits for one such micro-batch."""
     batching: bool = True
     """Merge concurrent requests into one encode + one search call (continuous micro-batching, never a fixed wait;
     see :mod:`retriever_server.batching`)."""
@@ -119,7 +133,10 @@ class ServerConfig:
             "max_queries_per_request": "--max-queries",
             "max_query_chars": "--max-query-chars",
             "max_body_bytes": "--max-body-bytes",
+            "max_hits_per_request": "--max-hits",
+            "max_request_tokens": "--max-request-tokens",
             "max_batch_size": "--max-batch-size",
+            "max_batch_tokens": "--max-batch-tokens",
             "max_header_bytes": "--max-header-bytes",
             "max_headers": "--max-headers",
             "header_timeout_s": "--header-timeout",
@@ -145,6 +162,8 @@ class ServerConfig:
             max_queries_per_request=self.max_queries_per_request,
             max_query_chars=self.max_query_chars,
             max_body_bytes=self.max_body_bytes,
+            max_hits_per_request=self.max_hits_per_request,
+            max_request_tokens=self.max_request_tokens,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,6 +176,7 @@ def make_batcher(retriever: "Retriever", config: "ServerConfig") -> MicroBatcher
     return MicroBatcher(
         functools.partial(run_jobs, retriever),
         max_batch_size=config.max_batch_size,
+        max_batch_tokens=config.max_batch_tokens,
         enabled=config.batching,
         executor=compute_thread(),
     )
@@ -200,6 +220,7 @@ def create_app(
         gc.freeze()
         yield
         gc.unfreeze()
+        counter.close()
         if own_service and hasattr(service, "close"):
             await service.close()
 
@@ -213,20 +234,24 @@ def create_app(
     app.state.service = service
     app.state.retriever = retriever
 
+    counter = RequestTokens(retriever.encoder, limits)
+
     async def retrieve(body: bytes, content_type: str | None) -> bytes:
         """Search-R1 ``/retrieve``: top-k passages per query."""
         parsed = parse_retrieve(parse_json_body(body, content_type, limits), limits)
         searched = [i for i, q in enumerate(parsed.queries) if q.strip()]
         result = None
         if searched:
-            result = await service.submit(Job([parsed.queries[i] for i in searched], parsed.topk))
+            queries = [parsed.queries[i] for i in searched]
+            result = await service.submit(Job(queries, parsed.topk, tokens=await counter.count(queries, "query")))
         result = with_empty_queries(parsed.queries, result, searched, parsed.topk)
         return render_retrieve(store, result, parsed.return_scores)
 
     async def encode(body: bytes, content_type: str | None) -> bytes:
         """Query (or passage) embeddings from the index's encoder."""
         parsed = parse_encode(parse_json_body(body, content_type, limits), limits)
-        result = await service.submit(Job(parsed.queries, None, parsed.kind))
+        tokens = await counter.count(parsed.queries, parsed.kind)
+        result = await service.submit(Job(parsed.queries, None, parsed.kind, tokens))
         return render_encode(result, model, normalized)
 
     @app.get("/health")
@@ -253,6 +278,45 @@ def create_app(
         return JSONResponse(internal_error(request.method, request.url.path, exc).body(), status_code=500)
 
     return app
+
+
+INLINE_COUNT_CHARS = 4096
+"""A request with at most this many characters of queries has its tokens counted on the event loop (a 1-query
+request: about 20 µs); a larger one in a thread of its own, so that counting a large request never holds up the
+others' requests (the tokenizer releases the GIL while it works)."""
+
+
+class RequestTokens:
+    """Counts the tokens of a request's queries with the encoder's tokenizer (:class:`~retriever_server.encoders.
+    TokenCounter`) and refuses a request over ``max_request_tokens`` (422); the counts go with the job to the batcher,
+    whose micro-batches they bound (``max_batch_tokens``)."""
+
+    def __init__(self, encoder: Any, limits: Limits) -> None:
+        self.counter = encoder.token_counter()
+        self.limits = limits
+        self._thread: ThreadPoolExecutor | None = None
+
+    async def count(self, queries: list[str], kind: str) -> list[int]:
+        """Tokens of each query.
+
+        Raises:
+            RequestError: 422, the queries take more than ``max_request_tokens``.
+        """
+        stop = self.limits.max_request_tokens
+        if sum(map(len, queries)) <= INLINE_COUNT_CHARS:
+            tokens = self.counter.count(queries, kind, stop)
+        else:
+            if self._thread is None:
+                self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retriever-tokens")
+            loop = asyncio.get_running_loop()
+            tokens = await loop.run_in_executor(self._thread, self.counter.count, queries, kind, stop)
+        check_request_tokens(tokens, len(queries), self.limits)
+        return tokens
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.shutdown(wait=False, cancel_futures=True)
+            self._thread = None
 
 
 def public_name(path: str | None) -> str | None:

@@ -34,6 +34,15 @@ them one by one leaves the encoder at batch size 1; merging them reaches its bat
   others' work, and its slices' results are reassembled in order before it is answered. So a request never waits for
   more than the batch running when it arrived, however large the requests around it; with more waiting requests
   than ``max_batch_size``, the oldest go first, one query each.
+- **Batches bounded by tokens.** A job may carry the tokens the encoder reads of each query (``Job.tokens``, from
+  :class:`~retriever_server.encoders.TokenCounter`); a batch then also holds at most ``max_batch_tokens`` of them,
+  shared by water-filling too: each job's query share is cut to the queries that fit its token share, and what the
+  cut to whole queries leaves goes to the oldest jobs whose next query fits. A job left out of a batch (its share
+  was less than its next query) has that query put first in the next batch, so a job of long queries is never
+  starved by a stream of short ones; a query over the whole budget goes alone. Counted by queries alone, a batch of
+  128 queries of 256 tokens was as likely as one of 128 x 12: 1,024 long queries took 102 s, and a 1-query request
+  sent meanwhile waited 18-40 s. Bounded by tokens, the batch running when a request arrives costs at most
+  ``max_batch_tokens`` of encoding (or one query), whatever the queries.
 
 :func:`run_jobs` executes a batch (one encode call per text kind, one search call); ``loop.run_in_executor`` keeps
 the event loop accepting requests while the model runs, and the model is never called from two threads.
@@ -42,6 +51,9 @@ Decisions:
 
 - ``max_batch_size`` counts queries, not requests. A request's slices are ordinary jobs to :func:`run_jobs`, so
   encode-only jobs (``POST /encode``) are split and reassembled the same way.
+- Tokens, not characters, measure a query's cost, because the encoder's work is per token (about the same per token
+  for 12- and 256-token queries on MiniLM, where attention is a small part of each layer) and it truncates at
+  ``max_length``: a 4,000-character query costs 256, not 1,000. A job without ``tokens`` counts one per query.
 - Jobs with different ``topk`` share one search with the largest ``k``; each job gets its first ``topk`` columns.
   Query and passage texts are encoded separately because their prefixes differ.
 - Results are split back in job order and row order; a job never sees another job's rows. If a batch raises, each
@@ -58,8 +70,10 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import dataclasses
+import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -83,11 +97,14 @@ class Job:
         queries: The texts, in request order.
         topk: Hits per query; ``None`` for encode-only jobs.
         kind: ``"query"`` or ``"passage"`` (which prefix the encoder adds).
+        tokens: The tokens the encoder reads of each query (:meth:`~retriever_server.encoders.TokenCounter.count`),
+            what the batcher's ``max_batch_tokens`` counts; ``None`` counts one per query.
     """
 
     queries: list[str]
     topk: int | None = None
     kind: Literal["query", "passage"] = "query"
+    tokens: list[int] | None = None
 
 
 @dataclass
@@ -209,10 +226,34 @@ class _Pending:
     """The scheduler's batch count at arrival, minus the batch then running (for ``max_batches_waited``)."""
     next: int = 0
     parts: list = field(default_factory=list)
+    cumulative: list[int] | None = None
+    """Running totals of ``job.tokens`` from 0 (``[n + 1]``), or ``None`` for a job without tokens."""
+    skipped: bool = False
+    """Left out of the last batch (its share of the tokens was less than its next query): first in the next one."""
+
+    def __post_init__(self) -> None:
+        if self.job.tokens is not None:
+            self.cumulative = list(itertools.accumulate(self.job.tokens, initial=0))
 
     @property
     def remaining(self) -> int:
         return len(self.job.queries) - self.next
+
+    def cost(self, count: int, after: int = 0) -> int:
+        """Tokens of ``count`` queries of the job, from its next query plus ``after``."""
+        c = self.cumulative
+        n = len(self.job.queries)
+        start = min(self.next + after, n)
+        stop = min(start + count, n)
+        return stop - start if c is None else c[stop] - c[start]
+
+    def fitting(self, tokens: int, after: int = 0) -> int:
+        """How many queries of the job, from its next query plus ``after``, fit in ``tokens``."""
+        c = self.cumulative
+        start = min(self.next + after, len(self.job.queries))
+        if c is None:
+            return min(len(self.job.queries) - start, tokens)
+        return bisect.bisect_right(c, c[start] + tokens) - 1 - start
 
 
 @dataclass
@@ -228,6 +269,7 @@ class _Counters:
     queries: int = 0
     batches: int = 0
     largest_batch: int = 0
+    largest_batch_tokens: int = 0
     split_requests: int = 0
     max_batches_waited: int = 0
     busy_seconds: float = 0.0
@@ -244,6 +286,8 @@ class MicroBatcher:
         run_batch: Blocking function running a list of jobs, e.g. ``functools.partial(run_jobs, retriever)``; returns
             one result per job.
         max_batch_size: Most queries per batch; larger requests are split (see the module docstring).
+        max_batch_tokens: Most tokens per batch, counted from the jobs' ``tokens`` (``None``: queries alone bound a
+            batch; see the module docstring).
         enabled: ``False`` runs every job alone and whole, first come first served (micro-batching off).
         settle: After a batch of two or more requests, how long to wait for as many queued requests as it answered,
             as a fraction of its compute time (see the module docstring); 0 takes the next batch at once.
@@ -262,6 +306,7 @@ class MicroBatcher:
 
     run_batch: Callable[[list[Job]], list[Any]]
     max_batch_size: int = 128
+    max_batch_tokens: int | None = None
     enabled: bool = True
     settle: float = 0.1
     merge: Callable[[list[Any]], Any] = merge_results
@@ -280,6 +325,8 @@ class MicroBatcher:
     def __post_init__(self) -> None:
         if self.max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 (got {self.max_batch_size}).")
+        if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be >= 1 or None (got {self.max_batch_tokens}).")
         if not 0 <= self.settle <= 1:
             raise ValueError(f"settle must be from 0 to 1 (got {self.settle}): a fraction of a batch's compute time.")
 
@@ -356,7 +403,7 @@ class MicroBatcher:
         if not live:
             return []
         if self.enabled:
-            shares = fair_shares([p.remaining for p in live], self.max_batch_size)
+            shares = self._shares(live)
         else:
             shares = [live[0].remaining] + [0] * (len(live) - 1)
         batch: list[_Slice] = []
@@ -370,11 +417,44 @@ class MicroBatcher:
                 if p.next < len(p.job.queries):
                     self._counters.split_requests += 1
             whole = start == 0 and p.next == len(p.job.queries)
-            job = p.job if whole else dataclasses.replace(p.job, queries=p.job.queries[start : p.next])
+            job = p.job
+            if not whole:
+                tokens = None if job.tokens is None else job.tokens[start : p.next]
+                job = dataclasses.replace(job, queries=job.queries[start : p.next], tokens=tokens)
             batch.append(_Slice(p, job, last=p.remaining == 0))
             self._queued_queries -= n
         self._pending = collections.deque(p for p in self._pending if p.remaining > 0)
         return batch
+
+    def _shares(self, live: list[_Pending]) -> list[int]:
+        """Queries of each waiting job in the next batch: fair shares of ``max_batch_size`` queries and of
+        ``max_batch_tokens`` tokens (module docstring: fair shares, batches bounded by tokens)."""
+        budget = self.max_batch_tokens
+        if budget is None or all(p.cumulative is None for p in live):
+            return fair_shares([p.remaining for p in live], self.max_batch_size)
+        shares = [0] * len(live)
+        room, left = self.max_batch_size, budget
+        for i, p in enumerate(live):  # a job left out of the last batch goes first, by one query
+            if p.skipped and p.remaining and room and (p.cost(1) <= left or room == self.max_batch_size):
+                shares[i] = 1
+                room, left = room - 1, left - p.cost(1)
+        extra = fair_shares([p.remaining - n for p, n in zip(live, shares, strict=True)], room)
+        tokens = fair_shares([p.cost(e, n) for p, n, e in zip(live, shares, extra, strict=True)], max(0, left))
+        for i, p in enumerate(live):
+            take = min(extra[i], p.fitting(tokens[i], shares[i]))
+            shares[i] += take
+            room, left = room - take, left - p.cost(take, shares[i] - take)
+        for i, p in enumerate(live):  # what the cut to whole queries left, oldest first
+            while room and shares[i] < p.remaining and p.cost(1, shares[i]) <= left:
+                left -= p.cost(1, shares[i])
+                shares[i] += 1
+                room -= 1
+        waiting = [i for i, p in enumerate(live) if p.remaining]
+        if waiting and not any(shares):  # the oldest job's next query is over the whole budget: it goes alone
+            shares[waiting[0]] = 1
+        for p, n in zip(live, shares, strict=True):
+            p.skipped = bool(p.remaining) and not n
+        return shares
 
     def _timed_run(self, jobs: list[Job]) -> list[Any]:
         t0 = time.perf_counter()
@@ -388,6 +468,7 @@ class MicroBatcher:
     async def _run(self, batch: list[_Slice], loop: asyncio.AbstractEventLoop) -> None:
         jobs = [s.job for s in batch]
         size = sum(len(j.queries) for j in jobs)
+        tokens = sum(len(j.queries) if j.tokens is None else sum(j.tokens) for j in jobs)
         self._in_flight, self._running = size, True
         self._started += 1
         t0 = time.perf_counter()
@@ -412,6 +493,7 @@ class MicroBatcher:
             self._in_flight, self._running = 0, False
         self._counters.batches += 1
         self._counters.largest_batch = max(self._counters.largest_batch, size)
+        self._counters.largest_batch_tokens = max(self._counters.largest_batch_tokens, tokens)
         self._counters.busy_seconds += time.perf_counter() - t0
         for s, result in zip(batch, results, strict=True):
             future = s.pending.future
@@ -439,6 +521,7 @@ class MicroBatcher:
             "batching": {
                 "enabled": self.enabled,
                 "max_batch_size": self.max_batch_size,
+                "max_batch_tokens": self.max_batch_tokens,
                 "scheduler": "continuous, fair shares" if self.enabled else "one request at a time",
             },
             "served": {
@@ -447,6 +530,7 @@ class MicroBatcher:
                 "batches": c.batches,
                 "mean_batch_queries": round(c.queries / c.batches, 2) if c.batches else 0.0,
                 "largest_batch_queries": c.largest_batch,
+                "largest_batch_tokens": c.largest_batch_tokens,
                 "split_requests": c.split_requests,
                 "max_batches_waited": c.max_batches_waited,
                 "busy_seconds": round(c.busy_seconds, 3),

@@ -158,10 +158,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-body-bytes", type=positive_int, default=32 << 20, help="largest request body (default 32 MiB)"
     )
     g.add_argument(
+        "--max-hits",
+        type=positive_int,
+        default=32768,
+        help="most queries x topk per /retrieve request; more is answered 422 (default 32768: 2560 queries at topk "
+        "12, about 25 MB of answer with wiki-18's passages)",
+    )
+    g.add_argument(
+        "--max-request-tokens",
+        type=positive_int,
+        default=131072,
+        help="most encoder tokens per request, each query counted up to the encoder's max length with its prefix and "
+        "special tokens; more is answered 422 (default 131072: 8192 queries of 16 tokens)",
+    )
+    g.add_argument(
         "--max-batch-size",
         type=positive_int,
         default=128,
         help="most queries per micro-batch; larger requests are split and interleaved (default 128)",
+    )
+    g.add_argument(
+        "--max-batch-tokens",
+        type=positive_int,
+        default=2048,
+        help="most encoder tokens per micro-batch, so a request never waits behind more than one such batch "
+        "(default 2048: 128 queries of 16 tokens, or 8 of 256)",
     )
     g.add_argument("--no-batching", dest="batching", action="store_false", help="run every request alone")
     g.add_argument("--access-log", action="store_true", help="uvicorn access log (off by default: it costs CPU)")
@@ -345,8 +366,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_queries_per_request=args.max_queries,
         max_query_chars=args.max_query_chars,
         max_body_bytes=args.max_body_bytes,
+        max_hits_per_request=args.max_hits,
+        max_request_tokens=args.max_request_tokens,
         batching=args.batching,
         max_batch_size=args.max_batch_size,
+        max_batch_tokens=args.max_batch_tokens,
         max_header_bytes=args.max_header_bytes,
         max_headers=args.max_headers,
         header_timeout_s=args.header_timeout,

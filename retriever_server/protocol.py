@@ -19,6 +19,10 @@ Decisions:
   and so a body is parsed once. Accepted leniencies for drop-in clients: ``topk`` as an integral float (``3.0``),
   ``null`` for ``topk`` / ``return_scores``. Rejected: strings or booleans for numbers, unpaired UTF-16 surrogates
   (not encodable as text), an empty ``queries`` list, and both ``query`` and ``queries`` at once.
+- A request's cost is bounded besides its size: ``queries x topk`` hits (``max_hits_per_request``: 8192 queries at
+  topk 100 returned 181 MB and added 454 MB of RSS) and the tokens the encoder reads (``max_request_tokens``,
+  counted by the app with the encoder's tokenizer: 1,024 queries of 4,090 characters took 102 s of encoding). Both
+  are 422 with the numbers and how to split.
 - An empty or whitespace-only query string is valid and gets no passages (``[]``) on ``/retrieve`` without an
   encoder call; ``/encode`` encodes it as given. A policy under RL training does emit empty searches, and clients
   such as Search-R1's send every trajectory's query in one request: rejecting the request would fail them all.
@@ -48,6 +52,8 @@ class Limits:
     max_queries_per_request: int = 8192
     max_query_chars: int = 4096
     max_body_bytes: int = 32 << 20
+    max_hits_per_request: int = 32768
+    max_request_tokens: int = 131072
 
 
 class RequestError(Exception):
@@ -241,6 +247,14 @@ def parse_retrieve(obj: dict[str, Any], limits: Limits) -> RetrieveRequest:
             f"for the default ({limits.default_topk}).",
             field="topk",
         )
+    hits = len(queries) * topk
+    if hits > limits.max_hits_per_request:
+        raise RequestError(
+            422,
+            f"{len(queries)} queries x topk {topk} = {hits} hits; the limit is {limits.max_hits_per_request} per "
+            "request (max_hits_per_request). Ask for fewer hits per query or split the queries over several requests.",
+            field="topk" if obj.get("topk") is not None else "queries",
+        )
     return_scores = obj.get("return_scores")
     if return_scores is None:
         return_scores = False
@@ -251,6 +265,29 @@ def parse_retrieve(obj: dict[str, Any], limits: Limits) -> RetrieveRequest:
             field="return_scores",
         )
     return RetrieveRequest(queries, int(topk), return_scores)
+
+
+def check_request_tokens(tokens: list[int], queries: int, limits: Limits) -> None:
+    """Refuse a request whose queries take more than ``max_request_tokens`` of the encoder.
+
+    Args:
+        tokens: Tokens of each query, counted in order; a count that stopped above the limit is shorter than the
+            queries (:meth:`~retriever_server.encoders.TokenCounter.count`).
+        queries: How many queries the request holds.
+
+    Raises:
+        RequestError: 422 naming the limit and how to fit under it.
+    """
+    total = sum(tokens)
+    if total > limits.max_request_tokens:
+        counted = f"{total}" if len(tokens) == queries else f"more than {limits.max_request_tokens}"
+        raise RequestError(
+            422,
+            f"The queries take {counted} tokens of the encoder (each counts its tokens up to the encoder's maximum "
+            f"length, prefix and special tokens included); the limit is {limits.max_request_tokens} per request "
+            "(max_request_tokens). Split the queries over several requests, or shorten them.",
+            field="queries",
+        )
 
 
 def parse_encode(obj: dict[str, Any], limits: Limits) -> EncodeRequest:

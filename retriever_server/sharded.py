@@ -437,6 +437,13 @@ class EncoderInfo:
     device: str = "ray deployment"
     dtype_name: str = "see the encoder deployment"
 
+    def token_counter(self) -> Any:
+        """A :class:`~retriever_server.encoders.TokenCounter` from the model's tokenizer (the weights stay in the
+        encoder deployment): the app counts each request's tokens here."""
+        from .encoders import TokenCounter
+
+        return TokenCounter.load(self.config)
+
 
 class RemoteRetriever:
     """The ingress's retriever: the passage store here, encoding and search in deployments (through a

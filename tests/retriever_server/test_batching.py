@@ -152,6 +152,59 @@ async def test_a_maximal_request_delays_a_one_query_request_by_at_most_one_micro
     await batcher.close()
 
 
+async def test_batches_are_bounded_by_tokens_and_a_long_request_delays_a_short_one_by_one_micro_batch():
+    per_token = 0.0001  # seconds of work per token: the encoder's cost is about linear in tokens
+    spans: list[tuple[float, float, list[list[str]], int]] = []
+
+    def run_batch(jobs):
+        tokens = sum(sum(j.tokens) for j in jobs)
+        t0 = time.perf_counter()
+        time.sleep(per_token * tokens)
+        spans.append((t0, time.perf_counter(), [j.queries for j in jobs], tokens))
+        return [[q.upper() for q in j.queries] for j in jobs]
+
+    batcher = MicroBatcher(run_batch, max_batch_size=128, max_batch_tokens=512)
+    big = Job([f"long {i}" for i in range(24)], tokens=[256] * 24)  # 12 micro-batches of 2 long queries
+    big_task = asyncio.create_task(batcher.submit(big))
+    await asyncio.sleep(2.5 * 512 * per_token)  # inside the big request's third micro-batch
+    t0 = time.perf_counter()
+    assert await batcher.submit(Job(["short"], tokens=[12])) == ["SHORT"]
+    small_latency = time.perf_counter() - t0
+    assert await big_task == [q.upper() for q in big.queries]
+    assert max(span[3] for span in spans) <= 512  # by queries alone, the first batch held all 24 x 256 tokens
+    (served_in,) = [i for i, span in enumerate(spans) if ["short"] in span[2]]
+    running_at_arrival = max(i for i, span in enumerate(spans) if span[0] <= t0)
+    assert served_in == running_at_arrival + 1  # the very next micro-batch
+    assert spans[served_in][2][-1] == ["short"] and spans[served_in][3] <= 512  # with what of the big one fits
+    assert small_latency < 3 * 512 * per_token  # the rest of one micro-batch, then its own
+    assert batcher.stats()["batching"]["max_batch_tokens"] == 512
+    await batcher.close()
+
+
+async def test_a_job_left_out_goes_first_next_and_jobs_without_tokens_count_one_per_query():
+    fake = Recorder()
+    batcher = MicroBatcher(fake, max_batch_size=8, max_batch_tokens=100)
+    jobs = [Job(["huge", "small"], tokens=[300, 5]), Job(["a", "b", "c"])]
+    results = await asyncio.gather(*(batcher.submit(j) for j in jobs))
+    assert results == [["HUGE", "SMALL"], ["A", "B", "C"]]
+    assert fake.batches[0] == [["a", "b", "c"]]  # 3 x 1 token; 300 do not fit the share left
+    assert fake.batches[1] == [["huge"]]  # left out, so first: over the whole budget, it goes alone
+    assert fake.batches[2] == [["small"]]
+    # 20 one-query jobs of 16 tokens would fill every batch of 100; the older job of 60-token queries, left out of one
+    # batch, is first in the next: it is never starved
+    fake = Recorder()
+    batcher = MicroBatcher(fake, max_batch_size=8, max_batch_tokens=100)
+    first = asyncio.create_task(batcher.submit(Job(["first"], tokens=[16])))
+    await asyncio.sleep(0)  # running: the rest queue behind it
+    long = asyncio.create_task(batcher.submit(Job(["l0", "l1", "l2"], tokens=[60, 60, 60])))
+    shorts = [asyncio.create_task(batcher.submit(Job([f"s{i}"], tokens=[16]))) for i in range(20)]
+    await asyncio.gather(first, long, *shorts)
+    with_long = [i for i, b in enumerate(fake.batches) if any(q[0].startswith("l") for q in b)]
+    assert len(with_long) == 3 and with_long[-1] <= 6, fake.batches  # 20 x 16 tokens alone would take 5 batches
+    assert all(sum(16 if q[0].startswith("s") else 60 for q in b for _ in q) <= 100 for b in fake.batches[1:])
+    await batcher.close()
+
+
 async def test_split_jobs_keep_order_and_a_failing_slice_fails_only_its_job():
     fake = Recorder(fail_on="bad-2")
     batcher = MicroBatcher(fake, max_batch_size=4)

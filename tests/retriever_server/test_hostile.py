@@ -44,6 +44,12 @@ SLACK_S = 1.5
 """Scheduling slack on a shared 2-core box: a timed-out connection must be closed by TIMEOUT_S + SLACK_S."""
 MAX_BODY = 32 << 20
 """The server's default max_body_bytes."""
+MAX_REQUEST_TOKENS = 4096
+"""--max-request-tokens of the server under test: 16 queries of the encoder's 256 tokens (MiniLM's max length)."""
+MAX_BATCH_TOKENS = 256
+"""--max-batch-tokens of the server under test: one 256-token query per micro-batch."""
+LONG_QUERY = "xxxxxxx " * 511
+"""4,088 characters, 2,046 MiniLM tokens: the encoder reads 256 of them."""
 OPEN_FILES = 256
 """The CLI server runs under ``ulimit -n 256`` (as the issue found it: 300 slow bodies then refused ``/health`` for 40 s
 with nothing in the log), so its default max_connections (4096) is fitted down to OPEN_FILES - FD_RESERVE."""
@@ -55,6 +61,8 @@ LIMITS = {
     "body_timeout_s": ("--body-timeout", TIMEOUT_S),
     "keep_alive_timeout_s": ("--keep-alive-timeout", TIMEOUT_S),
     "body_deadline_s": ("--body-deadline", DEADLINE_S),
+    "max_request_tokens": ("--max-request-tokens", MAX_REQUEST_TOKENS),
+    "max_batch_tokens": ("--max-batch-tokens", MAX_BATCH_TOKENS),
 }
 """The settings both servers under test share (``ServerConfig`` field: ``serve`` flag and value); the rest keep
 their defaults, but for max_connections (the CLI server's is fitted to its open-file limit, the ASGI server's set to
@@ -299,6 +307,12 @@ def connect_flood(server: Server) -> tuple[list[int], float | None, bytes]:
 
 # ---- the table ------------------------------------------------------------------------------------------------------
 
+
+def post_json(obj: object) -> bytes:
+    body = json.dumps(obj).encode()
+    return post(b"Content-Length: %d" % len(body), CLOSE, body=body)
+
+
 CLOSED = "closed within the timeout"
 CUT = "closed at the body deadline"
 SENT = "nothing to read"
@@ -399,6 +413,17 @@ CASES: list[tuple[str, bytes | Callable[[Server], tuple[list[int], float | None,
     ("half-closed after the request", half_close, {200}),
     ("50 connects without a byte", connect_flood, SENT),
     ("100 pipelined POSTs, none read, then gone", pipelined_then_gone, SENT),
+    # the cost of one request
+    (
+        "8192 queries x topk 100",  # 41 KB in; it returned 181 MB and added 454 MB of RSS
+        post_json({"queries": ["a"] * 8192, "topk": 100, "return_scores": True}),
+        ({422}, "(max_hits_per_request)"),
+    ),
+    (
+        "20 queries of 4,088 characters",  # 20 x 256 tokens: over the server's 4096
+        post_json({"queries": [LONG_QUERY] * 20, "topk": 3}),
+        ({422}, "(max_request_tokens)"),
+    ),
 ]
 
 POST_PATH_CASES = [
@@ -414,6 +439,8 @@ POST_PATH_CASES = [
         "reset right after a full request",
         "100 pipelined POSTs, none read, then gone",
         "POST line without a version",
+        "8192 queries x topk 100",
+        "20 queries of 4,088 characters",
     )
 ]
 """The cases about POST requests that both POST paths must meet alike (``fast_post`` and ASGI)."""
@@ -472,9 +499,11 @@ def unexpected_outcomes(server: Server, cases: list, workers: int = 12) -> list[
         elif expected == SENT:
             ok = True
         else:
-            ok = bool(codes) and codes[0] in expected
+            allowed, says = expected if isinstance(expected, tuple) else (expected, "")
+            ok = bool(codes) and codes[0] in allowed
             if ok and codes[0] >= 400 and b"application/json" in data:  # our JSON errors explain themselves
-                ok = len(json.loads(data.split(b"\r\n\r\n", 1)[1])["error"]["message"]) > 20
+                message = json.loads(data.split(b"\r\n\r\n", 1)[1])["error"]["message"]
+                ok = len(message) > 20 and says in message
         outcome = f"answered {codes[0]}" if codes else "no answer"
         if closed_after is not None:
             outcome += f", closed after {closed_after:.2f} s"
@@ -548,6 +577,40 @@ def test_a_connection_over_the_cap_is_answered_503_and_logged(either_path):
         time.sleep(0.1)
     warnings = [line for line in server.log_lines()[before:] if "connection limit reached" in line]
     assert len(warnings) == 1 and " WARNING " in warnings[0] and f"max_connections {MAX_CONNECTIONS}" in warnings[0]
+
+
+def test_a_maximal_request_delays_a_one_query_request_by_about_one_micro_batch(either_path):
+    """The largest request the server allows (16 queries of 256 tokens: MAX_REQUEST_TOKENS) runs as 16 micro-batches
+    of MAX_BATCH_TOKENS; 1-query requests sent meanwhile, one after the other, are each answered after at most the
+    micro-batch running when they arrived and their own, long before the big request ends."""
+    url = f"http://127.0.0.1:{either_path.port}"
+    big_done: list[float] = []
+
+    def big_request() -> httpx.Response:
+        try:
+            return httpx.post(f"{url}/retrieve", json={"queries": [LONG_QUERY] * 16, "topk": 3}, timeout=120)
+        finally:
+            big_done.append(time.monotonic())
+
+    small: list[tuple[float, float]] = []  # (sent, answered)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        big = pool.submit(big_request)
+        time.sleep(0.3)  # the big request is being served
+        while not big_done and len(small) < 200:
+            t0 = time.monotonic()
+            answer = httpx.post(f"{url}/retrieve", json={"query": "Who wrote The Salt Clock?", "topk": 1}, timeout=60)
+            assert answer.status_code == 200 and len(answer.json()["result"][0]) == 1
+            small.append((t0, time.monotonic()))
+        response = big.result()
+    assert response.status_code == 200 and [len(hits) for hits in response.json()["result"]] == [3] * 16
+    served = httpx.get(f"{url}/health").json()["served"]
+    micro_batch_s = served["longest_batch_seconds"]
+    before_big = [answered - sent for sent, answered in small if answered < big_done[0]]
+    print(f"1-query latencies while the maximal request ran: {[round(x, 3) for x in before_big]} s; longest batch "
+          f"{micro_batch_s:.3f} s")  # fmt: skip
+    assert len(before_big) >= 3, small  # by queries alone the big request was one batch, and they all waited for it
+    assert max(before_big) <= 3 * micro_batch_s + 0.5  # the running micro-batch and their own, with scheduling slack
+    assert served["largest_batch_tokens"] <= MAX_BATCH_TOKENS
 
 
 def test_the_cli_fits_max_connections_under_the_open_file_limit(server):
