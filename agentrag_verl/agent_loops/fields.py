@@ -70,7 +70,16 @@ COST_COMPLETION_TOKENS = "completion_tokens"
 LENGTH_EXHAUSTED = "agentrag_length_exhausted"
 """bool: the response-length budget ran out before the episode ended (the last observation may be cut)."""
 
-ALL_KEYS = (*ALL_KEYS, LENGTH_EXHAUSTED)
+WEIGHT_VERSIONS = "agentrag_weight_versions"
+"""dict: the policy weight versions (verl's ``global_steps`` of the weights a generation ran under) that produced
+the sample: ``{"trajectory": [first, last] | None, "aux": [first, last] | None}``, the trajectory's own generations
+and the auxiliary ones. Under verl's async trainers a generation aborted for a weight update is resumed under the
+new weights, and a later turn may run under newer ones than an earlier turn, so one trajectory can span several.
+verl's own ``min_global_steps`` / ``max_global_steps`` (its staleness metrics) get the trajectory's bounds."""
+VERSIONS_TRAJECTORY = "trajectory"
+VERSIONS_AUX = "aux"
+
+ALL_KEYS = (*ALL_KEYS, LENGTH_EXHAUSTED, WEIGHT_VERSIONS)
 
 # Keys inside TIMINGS.
 TIME_TOTAL = "total_s"

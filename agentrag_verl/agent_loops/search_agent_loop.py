@@ -112,6 +112,19 @@ class Rollout:
     generations: int = 0
     observations: int = 0
     server_extra_fields: dict[str, Any] = field(default_factory=dict)
+    versions: list[int] = field(default_factory=list)
+    """Weight versions (``global_steps``) the trajectory's own generations ran under, first and last of each."""
+    aux_versions: list[int] = field(default_factory=list)
+    """The same for the auxiliary generations (re-answers, intermediate answers)."""
+
+    def note_versions(self, output: Any, aux: bool = False) -> None:
+        """Record the weight versions a generation's ``TokenOutput`` reports: under the async trainers one that was
+        aborted for a weight update is resumed under the new weights (verl's ``FullyAsyncLLMServerClient`` reports
+        the first and last version in ``min_global_steps`` / ``max_global_steps``)."""
+        extra = getattr(output, "extra_fields", None) or {}
+        for key in ("min_global_steps", "max_global_steps", "global_steps"):
+            if isinstance(extra.get(key), int):
+                (self.aux_versions if aux else self.versions).append(int(extra[key]))
 
     def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         """Append tokens with one mask value (logprobs default to 0.0, as verl pads them)."""
@@ -162,6 +175,10 @@ class Rollout:
             F.AUX_COST: dict(self.aux_cost),
             F.TIMINGS: {k: float(v) for k, v in self.timings.items()},
             F.LENGTH_EXHAUSTED: bool(self.length_exhausted),
+            F.WEIGHT_VERSIONS: {
+                F.VERSIONS_TRAJECTORY: [min(self.versions), max(self.versions)] if self.versions else None,
+                F.VERSIONS_AUX: [min(self.aux_versions), max(self.aux_versions)] if self.aux_versions else None,
+            },
         }
 
 
@@ -260,20 +277,59 @@ class SearchAgentLoop(AgentLoopBase):
         stop: tuple[str, ...],
     ) -> list[int]:
         """One policy generation of the trajectory, appended with mask 1; returns its token ids."""
+        ids, logprobs = await self.policy_generation(
+            state, request_id, prompt_ids + state.response_ids, sampling_params, stop
+        )
+        state.append(ids, 1, logprobs)
+        return ids
+
+    async def policy_generation(
+        self,
+        state: Rollout,
+        request_id: str,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        stop: tuple[str, ...],
+    ) -> tuple[list[int], list[float] | None]:
+        """Generate from ``prompt_ids`` until a stop string, within the remaining response budget; returns the
+        tokens (through the first stop string) and their log-probs, counted in ``state``.
+
+        A generation the async trainers abort for a weight update is resumed by verl's client from the tokens it
+        has; the engine then checks stop strings in the resumed part only, so one split by the abort
+        (``</sea`` | ``rch>``) is missed and the model runs on. The tokens after the first stop string are
+        dropped here, which leaves the layout a generation without the abort would have.
+        """
         remaining = self.response_length - len(state.response_ids)
         params = {**sampling_params, **stop_params(self.engine, stop), "max_tokens": remaining}
         t0 = time.perf_counter()
         output = await self.server_manager.generate(
-            request_id=request_id, prompt_ids=prompt_ids + state.response_ids, sampling_params=params
+            request_id=request_id, prompt_ids=prompt_ids, sampling_params=params
         )
         state.timings[F.TIME_GENERATE] += time.perf_counter() - t0
         state.generations += 1
         if not state.server_extra_fields and getattr(output, "extra_fields", None):
             state.server_extra_fields = dict(output.extra_fields)
+        state.note_versions(output)
         ids = list(output.token_ids)[:remaining]
+        ids = ids[: self.tokens_through_stop(ids, stop)]
         logprobs = list(output.log_probs)[: len(ids)] if output.log_probs else None
-        state.append(ids, 1, logprobs)
-        return ids
+        return ids, logprobs
+
+    def tokens_through_stop(self, ids: list[int], stop: tuple[str, ...]) -> int:
+        """How many of ``ids`` to keep: through the token that completes the first stop string of their text (that
+        token may decode to more than the stop string), or all of them when no stop string comes before the end."""
+        text = self.decode(ids)
+        through = len(cut_at_stop(text, stop))
+        if through == len(text):
+            return len(ids)
+        lo, hi = 0, len(ids)
+        while lo < hi:  # decoded length grows with the prefix: the smallest k with len(decode(ids[:k])) >= through
+            mid = (lo + hi) // 2
+            if len(self.decode(ids[:mid])) >= through:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     def append_observation(self, state: Rollout, text: str) -> None:
         """Append environment text with mask 0, cut to the remaining response budget."""
@@ -324,6 +380,7 @@ class SearchAgentLoop(AgentLoopBase):
             request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=dict(params)
         )
         ids = list(output.token_ids)
+        state.note_versions(output, aux=True)
         state.aux_cost[F.COST_CALLS] += 1
         state.aux_cost[F.COST_PROMPT_TOKENS] += len(prompt_ids)
         state.aux_cost[F.COST_COMPLETION_TOKENS] += len(ids)
@@ -374,6 +431,12 @@ class SearchAgentLoop(AgentLoopBase):
         """Build verl's output (response capped at ``response_length``)."""
         n = self.response_length
         extra = dict(state.server_extra_fields)
+        if state.versions:  # verl's staleness metrics and off-policy threshold read these
+            extra.update(
+                global_steps=max(state.versions),
+                min_global_steps=min(state.versions),
+                max_global_steps=max(state.versions),
+            )
         extra.update(state.extra_fields(self.format_name))
         return AgentLoopOutput(
             prompt_ids=list(prompt_ids),

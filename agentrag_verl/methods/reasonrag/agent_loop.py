@@ -26,7 +26,6 @@ from uuid import uuid4
 
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.openai_client import cut_at_stop
-from agentrag_verl.agent_loops.sampling import stop_params
 from agentrag_verl.agent_loops.search_agent_loop import EMPTY_QUERY_OBSERVATION, Rollout, SearchAgentLoop
 from agentrag_verl.methods.reasonrag import grammar as reasonrag
 
@@ -73,20 +72,7 @@ class ReasonRAGAgentLoop(SearchAgentLoop):
             state.length_exhausted = True
             return prefill
         # The stage prompt already ends where the stage output starts: generate from it, not from the transcript.
-        base = len(state.response_ids)
-        saved = state.response_ids
-        state.response_ids = []
-        try:
-            remaining = self.response_length - base
-            params = {**sampling_params, **stop_params(self.engine, stop), "max_tokens": remaining}
-            output = await self.server_manager.generate(
-                request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=params
-            )
-        finally:
-            state.response_ids = saved
-        state.generations += 1
-        ids = list(output.token_ids)[:remaining]
-        logprobs = list(output.log_probs)[: len(ids)] if output.log_probs else None
+        ids, logprobs = await self.policy_generation(state, uuid4().hex, prompt_ids, sampling_params, stop)
         state.append(ids, 1, logprobs)
         return prefill + cut_at_stop(self.decode(ids), stop)
 
