@@ -84,7 +84,9 @@ class BoundedDynamicSampling(ReplayBuffer):
             raise ValueError(
                 f"{type(self).__name__} bounds the synchronous trainer's dynamic sampling; with "
                 f"trainer.v1.trainer_mode={trainer_mode} verl refills exactly the evicted groups: set "
-                "trainer.v1.sampler.custom_sampler.path=null and .name=null for that mode"
+                "trainer.v1.sampler.custom_sampler.path=null and .name=null, and "
+                "algorithm.filter_groups.max_num_gen_batches=0 for that mode (the multi-stage run script's "
+                "TRAINER_MODE knob does)"
             )
         options = dict(sampler_kwargs or {})
         missing = [k for k in self.KWARGS if options.get(k) is None]

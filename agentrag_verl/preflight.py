@@ -16,8 +16,9 @@ the config. For the exact command a user would run (``python -m verl.trainer.mai
    - ``batch sizes``: each PPO mini-batch (``ppo_mini_batch_size`` × ``rollout.n`` trajectories) splits evenly over
      the data-parallel ranks of the actor and of the critic; the GPUs split into whole rollout replicas
      (TP × DP × PP); dynamic batch sizing is on or off for actor and log-probs together, and every token budget
-     holds one full-length sequence; ``separate_async`` fills a batch with whole ``parameter_sync_step`` mini-batches;
-   - ``trainer mode``: ``trainer.v1.trainer_mode`` names a registered V1 trainer;
+     holds one full-length sequence; a ``separate_async`` rollout pool splits into whole replicas too;
+   - ``trainer mode``: verl's V1 trainer of ``trainer.v1.trainer_mode`` is constructed (its own checks of the mode,
+     its replay buffer and sampler settings); only its ``init``, which starts the workers, is not run;
    - ``agent loops``: the agent-loop YAML resolves as verl resolves it, every ``_target_`` imports and is an
      ``AgentLoopBase``, the default loop is one of them, an ``agent_loop_manager_class`` loads, the rollout engine
      can stop at our stop strings (:mod:`agentrag_verl.agent_loops.sampling`), and the options of our loops are
@@ -339,14 +340,12 @@ def _batch_sizes(cfg: Any, use_critic: bool) -> str:
                 f"{key}={budget} is below one full-length sequence (data.max_prompt_length + max_response_length = "
                 f"{longest}): dynamic batching cannot place such a sequence; raise it to at least {longest}"
             )
-    mode = cfg.trainer.v1.trainer_mode
-    if mode == "separate_async":
-        sync_step = int(cfg.trainer.v1.separate_async.parameter_sync_step)
-        mini = int(arr.actor.ppo_mini_batch_size)
-        if int(cfg.data.train_batch_size) != sync_step * mini:
+    if cfg.trainer.v1.trainer_mode == "separate_async":  # the standalone rollout pool splits into replicas too
+        pool = int(rollout.get("nnodes", 0) or 0) * int(rollout.get("n_gpus_per_node", 0) or 0)
+        if pool and pool % replica:
             problems.append(
-                f"separate_async: data.train_batch_size={cfg.data.train_batch_size} must equal "
-                f"trainer.v1.separate_async.parameter_sync_step ({sync_step}) x actor ppo_mini_batch_size ({mini})"
+                f"rollout pool: {pool} GPUs (actor_rollout_ref.rollout.nnodes x n_gpus_per_node) do not split into "
+                f"replicas of {replica}"
             )
     if problems:
         raise ValueError("; ".join(problems))
@@ -356,9 +355,16 @@ def _batch_sizes(cfg: Any, use_critic: bool) -> str:
 
 
 def _trainer_mode(cfg: Any) -> str:
+    """verl's V1 trainer of the mode, constructed from the resolved config as its task runner constructs it: the mode's
+    own checks (separate_async's batch equality, rollout pool and weight-sync backend), the KL controller, and the
+    replay buffer with its sampler settings (a custom sampler included). Its workers start only in ``init()``."""
+    from omegaconf import OmegaConf
     from verl.trainer.ppo.v1 import get_trainer_cls
 
-    return get_trainer_cls(cfg.trainer.v1.trainer_mode).__name__
+    resolved = copy.deepcopy(cfg)
+    OmegaConf.resolve(resolved)
+    trainer = get_trainer_cls(resolved.trainer.v1.trainer_mode)(config=resolved)
+    return f"{type(trainer).__name__}, replay buffer {type(trainer.replay_buffer).__name__}"
 
 
 def _agent_loops(cfg: Any) -> str:

@@ -22,7 +22,10 @@
 # command instead, as verl's main_ppo starts it, without Ray or a GPU (`agentrag-verl preflight`), and exits with its
 # status. With NNODES > 1, the URL knobs in SERVICE_URL_KNOBS must not point at this machine (knob_reachable_url).
 # Knobs every script has are checked in recipe_init: PROFILE (gpu|local), ROLLOUT (vllm|sglang), NNODES,
-# N_GPUS (GPUs per node), TP and LOCAL_STEPS (whole numbers >= 1). The names of earlier versions (MODEL_PATH,
+# N_GPUS (GPUs per node), TP and LOCAL_STEPS (whole numbers >= 1), TRAINER_MODE (sync | colocate_async |
+# separate_async: verl's V1 trainer mode, the recipe's trainer_mode config group, agentrag_verl/config/trainer_mode;
+# docs/async.md) and, for separate_async, ROLLOUT_NNODES x ROLLOUT_N_GPUS, the rollout pool beside the trainer's
+# NNODES x N_GPUS (defaults 1 x N_GPUS). The names of earlier versions (MODEL_PATH,
 # GPUS_PER_NODE) are refused with the new name rather than silently ignored.
 
 RECIPES_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -89,6 +92,13 @@ recipe_init() {
   knob_choice PROFILE gpu local
   knob_choice ROLLOUT vllm sglang
   knob_positive_int NNODES N_GPUS TP
+  TRAINER_MODE=${TRAINER_MODE:-sync}
+  knob_choice TRAINER_MODE sync colocate_async separate_async
+  ROLLOUT_NNODES=${ROLLOUT_NNODES:-1} ROLLOUT_N_GPUS=${ROLLOUT_N_GPUS:-$N_GPUS}
+  knob_positive_int ROLLOUT_NNODES ROLLOUT_N_GPUS
+  if [[ "$TRAINER_MODE" == separate_async ]]; then
+    CLUSTER_OVERRIDES+=("actor_rollout_ref.rollout.nnodes=$ROLLOUT_NNODES" "actor_rollout_ref.rollout.n_gpus_per_node=$ROLLOUT_N_GPUS")
+  fi
   LOCAL_STEPS=${LOCAL_STEPS:-2}
   knob_positive_int LOCAL_STEPS
   case "$PROFILE" in
@@ -147,13 +157,13 @@ run_recipe() {
       --reward-module "pkg://agentrag_verl.methods.$REWARD_METHOD.manager" --reward-name "$REWARD_CLASS"
       --train-files "$TRAIN_FILES" --val-files "$VAL_FILES"
       --steps "$LOCAL_STEPS" --response-length "${LOCAL_RESPONSE_LENGTH:-128}"
-      -- "${COMMON_OVERRIDES[@]}" "${LOCAL_BASE_OVERRIDES[@]}" "${LOCAL_OVERRIDES[@]}" "$@")
+      -- "trainer_mode=$TRAINER_MODE" "${COMMON_OVERRIDES[@]}" "${LOCAL_BASE_OVERRIDES[@]}" "${LOCAL_OVERRIDES[@]}" "$@")
   else
     cmd=("$PYTHON" -m verl.trainer.main_ppo "--config-path=$config_path" "--config-name=$CONFIG_NAME"
       "actor_rollout_ref.model.path=$MODEL" "trainer.nnodes=$NNODES" "trainer.n_gpus_per_node=$N_GPUS"
       "actor_rollout_ref.rollout.name=$ROLLOUT" "actor_rollout_ref.rollout.tensor_model_parallel_size=$TP"
       "trainer.project_name=$PROJECT" "trainer.experiment_name=$EXPERIMENT" "trainer.default_local_dir=$CKPT_DIR"
-      "trainer.logger=$LOGGER" "${CLUSTER_OVERRIDES[@]}" "${COMMON_OVERRIDES[@]}" "$@")
+      "trainer.logger=$LOGGER" "trainer_mode=$TRAINER_MODE" "${CLUSTER_OVERRIDES[@]}" "${COMMON_OVERRIDES[@]}" "$@")
   fi
   [[ "$PROFILE" == local ]] || knob_reachable_url "${SERVICE_URL_KNOBS[@]}"
   if [[ "$PREFLIGHT" == 1 ]]; then

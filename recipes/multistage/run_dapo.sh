@@ -73,6 +73,13 @@ COMMON_OVERRIDES=(
 if [[ "$STAGE" == switch ]]; then
   COMMON_OVERRIDES+=(reward.reward_kwargs.stage=null "+reward.reward_kwargs.stage_switch_step=$STAGE_SWITCH_STEP")
 fi
+# async trainers: verl's async replay buffer refills exactly the groups it drops, as prompts finish, and bounds
+# staleness instead of generation batches; the bounded sampler (synchronous only) gives way to it, and DAPO's
+# max_num_gen_batches, which that buffer ignores, is set to 0 (no bound) so that nothing silently drops it
+if [[ "$TRAINER_MODE" != sync ]]; then
+  COMMON_OVERRIDES+=(trainer.v1.sampler.custom_sampler.path=null trainer.v1.sampler.custom_sampler.name=null
+    algorithm.filter_groups.max_num_gen_batches=0)
+fi
 # local: a random tiny policy gives every response of a group the same reward, so dynamic sampling would discard
 # every group; a stage-2 local run has no stage-1 checkpoint to resume
 LOCAL_OVERRIDES=(algorithm.filter_groups.enable=false)

@@ -54,7 +54,7 @@ local_prepare() {
     _die "planner generation failed: $LOCAL_WORK/planners.log"
 }
 
-CLUSTER_OVERRIDES=(
+CLUSTER_OVERRIDES+=(
   "actor_rollout_ref.rollout.n=$ROLLOUT_N"
   "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=$MICRO_BATCH"
   "actor_rollout_ref.rollout.gpu_memory_utilization=$GPU_MEMORY"

@@ -30,6 +30,10 @@ GPU_VARIANTS = {
     "8gpus-1node": {"N_GPUS": "8", "NNODES": "1"},  # with an extra Hydra override, which comes last and wins
     # several nodes: the services must be on an address every node reaches (loopback URLs are refused)
     "8gpus-2nodes": {"N_GPUS": "8", "NNODES": "2", **REMOTE_SERVICES},
+    # verl's async V1 trainers (agentrag_verl/config/trainer_mode): partial rollout on the training GPUs, and a
+    # rollout pool of its own (ROLLOUT_N_GPUS beside the trainer's N_GPUS)
+    "colocate_async": {"TRAINER_MODE": "colocate_async"},
+    "separate_async": {"TRAINER_MODE": "separate_async", "N_GPUS": "4", "ROLLOUT_N_GPUS": "4"},
 }
 
 
@@ -78,6 +82,12 @@ def test_gpu_command_starts(recipe, variant, model_named):
     cfg = report.config
     assert cfg.algorithm.adv_estimator == recipe.algo and cfg.actor_rollout_ref.model.path == knobs["MODEL"]
     assert cfg.trainer.nnodes == int(knobs.get("NNODES", 1))
+    mode = knobs.get("TRAINER_MODE", "sync")
+    assert cfg.trainer.v1.trainer_mode == mode and checked["trainer mode"].detail.startswith(
+        {"sync": "PPOTrainerSync", "colocate_async": "PPOTrainerColocateAsync", "separate_async": "PPOTrainerSepar"}[
+            mode
+        ]
+    )
     if "RETRIEVER_URL" in knobs:
         assert cfg.actor_rollout_ref.rollout.custom.agentrag.retriever_url == knobs["RETRIEVER_URL"]
     if extra:

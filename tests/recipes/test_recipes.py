@@ -79,10 +79,14 @@ def test_recipe_keys_exist_in_verl():
 
 
 def recipe_keys() -> list[tuple[Path, str]]:
-    """Every key the recipes' own YAML files set (file, dotted key), but those under :data:`EXTENSION_KEYS`, which
-    our own loaders validate (unknown keys fail there)."""
+    """Every key the recipes' own YAML files and the package configs they include (``agentrag_verl/config``) set
+    (file, dotted key), but those under :data:`EXTENSION_KEYS`, which our own loaders validate (unknown keys fail
+    there)."""
+    import agentrag_verl.config
+
     files = sorted({p for c in CASES for p in (RECIPES / c.script.split("/")[0] / "config").glob("*.yaml")})
     assert len(files) >= 12
+    files += sorted(Path(agentrag_verl.config.__file__).parent.rglob("*.yaml"))
     keys = []
     for path in files:
         data = yaml.safe_load(path.read_text())
