@@ -97,14 +97,15 @@ class Job:
         queries: The texts, in request order.
         topk: Hits per query; ``None`` for encode-only jobs.
         kind: ``"query"`` or ``"passage"`` (which prefix the encoder adds).
-        tokens: The tokens the encoder reads of each query (:meth:`~retriever_server.encoders.TokenCounter.count`),
-            what the batcher's ``max_batch_tokens`` counts; ``None`` counts one per query.
+        tokens: The token ids the encoder reads of each query (:meth:`~retriever_server.encoders.TokenCounter.
+            tokenize`): the batcher's ``max_batch_tokens`` counts them, and the encoder takes them instead of
+            tokenizing the queries again; ``None`` counts one per query.
     """
 
     queries: list[str]
     topk: int | None = None
     kind: Literal["query", "passage"] = "query"
-    tokens: list[int] | None = None
+    tokens: list[list[int]] | None = None
 
 
 @dataclass
@@ -135,7 +136,12 @@ def run_jobs(retriever: Retriever, jobs: Sequence[Job]) -> list[JobResult]:
         if not members:
             continue
         texts = [q for j in members for q in jobs[j].queries]
-        emb = retriever.encode_queries(texts, kind) if texts else np.empty((0, dim), np.float32)
+        if not texts:
+            emb = np.empty((0, dim), np.float32)
+        elif all(jobs[j].tokens is not None for j in members):  # tokenized when counted: not again
+            emb = retriever.encode_queries(texts, kind, token_ids=[t for j in members for t in jobs[j].tokens])
+        else:
+            emb = retriever.encode_queries(texts, kind)
         start = 0
         for j in members:
             stop = start + len(jobs[j].queries)
@@ -233,7 +239,7 @@ class _Pending:
 
     def __post_init__(self) -> None:
         if self.job.tokens is not None:
-            self.cumulative = list(itertools.accumulate(self.job.tokens, initial=0))
+            self.cumulative = list(itertools.accumulate(map(len, self.job.tokens), initial=0))
 
     @property
     def remaining(self) -> int:
@@ -468,7 +474,7 @@ class MicroBatcher:
     async def _run(self, batch: list[_Slice], loop: asyncio.AbstractEventLoop) -> None:
         jobs = [s.job for s in batch]
         size = sum(len(j.queries) for j in jobs)
-        tokens = sum(len(j.queries) if j.tokens is None else sum(j.tokens) for j in jobs)
+        tokens = sum(len(j.queries) if j.tokens is None else sum(map(len, j.tokens)) for j in jobs)
         self._in_flight, self._running = size, True
         self._started += 1
         t0 = time.perf_counter()

@@ -191,12 +191,12 @@ encoded from those characters alone."""
 
 
 class TokenCounter:
-    """How many tokens the encoder reads of each text, and long texts cut to what it reads, with the encoder's own
-    tokenizer.
+    """The tokens the encoder reads of each text, with the encoder's own tokenizer, and long texts cut to what it reads.
 
-    A text costs its prefix, its special tokens and its content tokens, at most ``max_length`` (the encoder truncates
-    there): what :meth:`Encoder.encode` computes on. The count runs on a private copy of the fast tokenizer (no
-    truncation, no padding), which may be used from another thread than the encoder's.
+    :meth:`tokenize` gives each text's token ids as the tokenizer gives them to the model (prefix and special tokens
+    included, truncated at ``max_length``); :meth:`Encoder.encode` takes them as they are (``token_ids``), so a text the
+    server counted is not tokenized again. The tokenizer is a private copy of the fast tokenizer, which may be used
+    from another thread than the encoder's.
 
     Long texts (:meth:`clip`): a tokenizer reads a whole text before it truncates, and keeps per character and per
     token bookkeeping meanwhile, about 180 bytes of memory per character (an 8 MB passage took 1.45 GB to build). So a
@@ -211,18 +211,22 @@ class TokenCounter:
         self.max_length = config.max_length
         self._hf = tokenizer
         backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._backend = None
+        self._words = self._ids = None
         if backend is not None:
             from tokenizers import Tokenizer
 
-            self._backend = Tokenizer.from_str(backend.to_str())
-            self._backend.no_truncation()
-            self._backend.no_padding()
-            specials = len(self._backend.encode("").ids) - len(self._backend.encode("", add_special_tokens=False).ids)
-        else:  # a slow (Python) tokenizer: counted through transformers, clipped by characters alone
-            specials = len(tokenizer("")["input_ids"])
-        self.specials = specials
-        self._room = max(0, self.max_length - specials)
+            self._words = Tokenizer.from_str(backend.to_str())  # whole texts, no special tokens: for clip
+            self._words.no_truncation()
+            self._words.no_padding()
+            self._ids = Tokenizer.from_str(backend.to_str())  # what transformers gives the model, unpadded
+            self._ids.no_padding()
+            self._ids.enable_truncation(
+                self.max_length, direction=getattr(tokenizer, "truncation_side", "right"), strategy="longest_first"
+            )
+            self.specials = len(self._ids.encode("").ids) - len(self._words.encode("", add_special_tokens=False).ids)
+        else:  # a slow (Python) tokenizer: through transformers, long texts clipped by characters alone
+            self.specials = len(tokenizer("")["input_ids"])
+        self._room = max(0, self.max_length - self.specials)
         """Content tokens the encoder reads of a text (prefix included)."""
 
     @classmethod
@@ -232,51 +236,54 @@ class TokenCounter:
         transformers = require("transformers", "Counting tokens")
         return cls(transformers.AutoTokenizer.from_pretrained(config.model, use_fast=True), config)
 
-    def count(self, texts: Sequence[str], kind: TextKind = "query", stop_above: int | None = None) -> list[int]:
-        """Tokens the encoder reads of each text (``kind`` picks the prefix).
+    def tokenize(
+        self, texts: Sequence[str], kind: TextKind = "query", stop_above: int | None = None
+    ) -> list[list[int]]:
+        """Token ids the encoder reads of each text (``kind`` picks the prefix).
 
         Args:
             texts: The texts, without their prefix.
             kind: ``"query"`` or ``"passage"``.
-            stop_above: Stop counting once the total is above this (the list is then shorter than ``texts``).
+            stop_above: Stop once the texts so far hold more tokens than this (the list is then shorter than
+                ``texts``).
         """
         prefix = self.config.query_prefix if kind == "query" else self.config.passage_prefix
-        counts: list[int] = []
+        window = self.max_length * CLIP_CHARS_PER_TOKEN
+        out: list[list[int]] = []
         total = 0
         for text in texts:
-            n = self._clip(prefix + text)[1]
-            counts.append(n)
-            total += n
+            text = prefix + text
+            if len(text) > window:
+                text = self.clip(text)
+            ids = self._ids.encode(text).ids if self._ids is not None else self._slow_ids(text)
+            out.append(ids)
+            total += len(ids)
             if stop_above is not None and total > stop_above:
                 break
-        return counts
+        return out
+
+    def count(self, texts: Sequence[str], kind: TextKind = "query", stop_above: int | None = None) -> list[int]:
+        """How many tokens the encoder reads of each text (:meth:`tokenize`'s lengths)."""
+        return [len(ids) for ids in self.tokenize(texts, kind, stop_above)]
 
     def clip(self, text: str) -> str:
         """``text`` (with its prefix) cut to what the encoder reads of it, for a text longer than the first window; the
         same text otherwise (class docstring)."""
-        return self._clip(text)[0]
-
-    def _clip(self, text: str) -> tuple[str, int]:
-        """``(text clipped, tokens the encoder reads of it)``."""
         window = self.max_length * CLIP_CHARS_PER_TOKEN
         widest = self.max_length * CLIP_MAX_CHARS_PER_TOKEN
         while len(text) > window:
             head = text[:window]
-            if self._backend is None:
-                if window >= widest:
-                    return head, self._slow_count(head)
-            else:
-                words = self._backend.encode(head, add_special_tokens=False).word_ids
-                complete = words.index(words[-1]) if words else 0  # tokens before the last (maybe cut) word
-                if complete >= self._room or window >= widest:
-                    return head, min(self.max_length, self.specials + len(words))
+            if window >= widest:
+                return head
+            if self._words is not None:
+                words = self._words.encode(head, add_special_tokens=False).word_ids
+                if words and words.index(words[-1]) >= self._room:  # tokens before the last (maybe cut) word
+                    return head
             window *= 4
-        if self._backend is None:
-            return text, self._slow_count(text)
-        return text, min(self.max_length, self.specials + len(self._backend.encode(text, add_special_tokens=False)))
+        return text
 
-    def _slow_count(self, text: str) -> int:
-        return len(self._hf(text, truncation=True, max_length=self.max_length)["input_ids"])
+    def _slow_ids(self, text: str) -> list[int]:
+        return list(self._hf(text, truncation=True, max_length=self.max_length)["input_ids"])
 
 
 @dataclass
@@ -352,10 +359,18 @@ class Encoder:
         return int(self.model.config.hidden_size)
 
     def token_counter(self) -> TokenCounter:
-        """A new :class:`TokenCounter` over this encoder's tokenizer and settings, for use in another thread."""
+        """A new :class:`TokenCounter` over this encoder's tokenizer and settings (for another thread: each has its own
+        copy of the tokenizer)."""
         return TokenCounter(self.tokenizer, self.config)
 
-    def encode(self, texts: Sequence[str], kind: TextKind = "query", *, sort_by_length: bool | None = None):
+    def encode(
+        self,
+        texts: Sequence[str],
+        kind: TextKind = "query",
+        *,
+        sort_by_length: bool | None = None,
+        token_ids: Sequence[Sequence[int]] | None = None,
+    ):
         """Encode texts as queries or passages.
 
         Args:
@@ -363,6 +378,9 @@ class Encoder:
             kind: ``"query"`` or ``"passage"``.
             sort_by_length: Batch texts of similar length together (less padding); defaults to ``True`` for
                 passages. The output order is always the input order.
+            token_ids: The texts already tokenized by :meth:`TokenCounter.tokenize` (with this encoder's settings):
+                they are padded into the model's inputs as the tokenizer would pad them, and ``texts`` is not read
+                again.
 
         Returns:
             ``np.ndarray`` float32 ``[len(texts), dim]``, C-contiguous; L2-normalized when configured.
@@ -370,35 +388,61 @@ class Encoder:
         import numpy as np
 
         torch = require("torch", "Encoding text")
-        prefix = self.config.query_prefix if kind == "query" else self.config.passage_prefix
-        prefixed = [prefix + t for t in texts] if prefix else list(texts)
-        out = np.empty((len(prefixed), self.dim), dtype=np.float32)
-        if not prefixed:
+        if token_ids is not None:
+            items: list = list(token_ids)
+        else:
+            prefix = self.config.query_prefix if kind == "query" else self.config.passage_prefix
+            items = [prefix + t for t in texts] if prefix else list(texts)
+            window = self.config.max_length * CLIP_CHARS_PER_TOKEN
+            if any(len(t) > window for t in items):  # tokenizing a long text whole costs ~180 bytes per character
+                if self.tokens is None:
+                    self.tokens = self.token_counter()
+                items = [self.tokens.clip(t) if len(t) > window else t for t in items]
+        out = np.empty((len(items), self.dim), dtype=np.float32)
+        if not items:
             return out
-        window = self.config.max_length * CLIP_CHARS_PER_TOKEN
-        if any(len(t) > window for t in prefixed):  # tokenizing a long text whole costs ~180 bytes per character
-            if self.tokens is None:
-                self.tokens = self.token_counter()
-            prefixed = [self.tokens.clip(t) if len(t) > window else t for t in prefixed]
         if sort_by_length is None:
             sort_by_length = kind == "passage"
-        order = sorted(range(len(prefixed)), key=lambda i: len(prefixed[i])) if sort_by_length else None
-        ordered = [prefixed[i] for i in order] if order is not None else prefixed
+        order = sorted(range(len(items)), key=lambda i: len(items[i])) if sort_by_length else None
+        ordered = [items[i] for i in order] if order is not None else items
         target = np.empty_like(out) if order is not None else out
         bs = self.config.batch_size
         with torch.inference_mode():
             for start in range(0, len(ordered), bs):
+                batch = ordered[start : start + bs]
+                inputs = self._padded(batch) if token_ids is not None else self._tokenized(batch)
                 # Copy each batch into the preallocated output at once: keeping per-batch arrays alive between the
                 # large temporaries fragments glibc's heap (measured: +0.4-0.8 GB RSS over a 4096-passage chunk).
-                target[start : start + bs] = self._forward(ordered[start : start + bs], torch)
+                target[start : start + bs] = self._forward(inputs, torch)
         if order is not None:
             out[np.asarray(order)] = target
         return out
 
-    def _forward(self, batch: list[str], torch) -> np.ndarray:
-        inputs = self.tokenizer(
+    def _tokenized(self, batch: list[str]) -> dict[str, Any]:
+        return self.tokenizer(
             batch, max_length=self.config.max_length, padding=True, truncation=True, return_tensors="pt"
         )
+
+    def _padded(self, batch: list[Sequence[int]]) -> dict[str, Any]:
+        """The model's inputs for token ids, padded as the tokenizer pads (its pad id and side; token type 0)."""
+        import numpy as np
+        import torch
+
+        width = max(map(len, batch))
+        input_ids = np.full((len(batch), width), self.tokenizer.pad_token_id or 0, dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        left = self.tokenizer.padding_side == "left"
+        for row, ids in enumerate(batch):
+            cols = slice(width - len(ids), width) if left else slice(0, len(ids))
+            input_ids[row, cols] = ids
+            mask[row, cols] = 1
+        inputs = {"input_ids": torch.from_numpy(input_ids)}
+        if "token_type_ids" in self.tokenizer.model_input_names:
+            inputs["token_type_ids"] = torch.zeros_like(inputs["input_ids"])
+        inputs["attention_mask"] = torch.from_numpy(mask)
+        return inputs
+
+    def _forward(self, inputs: dict[str, Any], torch) -> np.ndarray:
         inputs = {k: v.to(self.device, non_blocking=True) for k, v in inputs.items()}
         if self.unpadded and unpadded.worth_it(inputs["attention_mask"]):
             rows_multiple = onednn.ROWS_MULTIPLE if self.onednn else 1

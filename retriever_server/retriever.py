@@ -147,9 +147,12 @@ class Retriever:
         info = {"index": str(index_path), "index_type": index_type}
         return cls(encoder, backend, CorpusStore.open(store_dir), info)
 
-    def encode_queries(self, queries: list[str], kind: TextKind = "query") -> np.ndarray:
-        """Embeddings float32 ``[len(queries), dim]``."""
-        return self.encoder.encode(queries, kind)
+    def encode_queries(
+        self, queries: list[str], kind: TextKind = "query", token_ids: list[list[int]] | None = None
+    ) -> np.ndarray:
+        """Embeddings float32 ``[len(queries), dim]`` (``token_ids``: the queries already tokenized, see
+        :meth:`~retriever_server.encoders.Encoder.encode`)."""
+        return self.encoder.encode(queries, kind, token_ids=token_ids)
 
     def search(self, embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``(scores, rows)`` float32 / int64 ``[n, k]``; rows are ``-1`` where fewer than ``k`` passages exist."""

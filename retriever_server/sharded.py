@@ -456,7 +456,8 @@ class RemoteRetriever:
         self.fanout = fanout
         self.info = info
 
-    def encode_queries(self, queries: list[str], kind: str = "query") -> np.ndarray:
+    def encode_queries(self, queries: list[str], kind: str = "query", token_ids: Any = None) -> np.ndarray:
+        """The encoder deployment's embeddings; it tokenizes the texts itself (``token_ids`` is not sent along)."""
         return self.fanout.encode(queries, kind)
 
     def search(self, embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -157,18 +157,18 @@ async def test_batches_are_bounded_by_tokens_and_a_long_request_delays_a_short_o
     spans: list[tuple[float, float, list[list[str]], int]] = []
 
     def run_batch(jobs):
-        tokens = sum(sum(j.tokens) for j in jobs)
+        tokens = sum(sum(map(len, j.tokens)) for j in jobs)
         t0 = time.perf_counter()
         time.sleep(per_token * tokens)
         spans.append((t0, time.perf_counter(), [j.queries for j in jobs], tokens))
         return [[q.upper() for q in j.queries] for j in jobs]
 
     batcher = MicroBatcher(run_batch, max_batch_size=128, max_batch_tokens=512)
-    big = Job([f"long {i}" for i in range(24)], tokens=[256] * 24)  # 12 micro-batches of 2 long queries
+    big = Job([f"long {i}" for i in range(24)], tokens=[[0] * 256] * 24)  # 12 micro-batches of 2 long queries
     big_task = asyncio.create_task(batcher.submit(big))
     await asyncio.sleep(2.5 * 512 * per_token)  # inside the big request's third micro-batch
     t0 = time.perf_counter()
-    assert await batcher.submit(Job(["short"], tokens=[12])) == ["SHORT"]
+    assert await batcher.submit(Job(["short"], tokens=[[0] * 12])) == ["SHORT"]
     small_latency = time.perf_counter() - t0
     assert await big_task == [q.upper() for q in big.queries]
     assert max(span[3] for span in spans) <= 512  # by queries alone, the first batch held all 24 x 256 tokens
@@ -184,7 +184,7 @@ async def test_batches_are_bounded_by_tokens_and_a_long_request_delays_a_short_o
 async def test_a_job_left_out_goes_first_next_and_jobs_without_tokens_count_one_per_query():
     fake = Recorder()
     batcher = MicroBatcher(fake, max_batch_size=8, max_batch_tokens=100)
-    jobs = [Job(["huge", "small"], tokens=[300, 5]), Job(["a", "b", "c"])]
+    jobs = [Job(["huge", "small"], tokens=[[0] * 300, [0] * 5]), Job(["a", "b", "c"])]
     results = await asyncio.gather(*(batcher.submit(j) for j in jobs))
     assert results == [["HUGE", "SMALL"], ["A", "B", "C"]]
     assert fake.batches[0] == [["a", "b", "c"]]  # 3 x 1 token; 300 do not fit the share left
@@ -194,10 +194,10 @@ async def test_a_job_left_out_goes_first_next_and_jobs_without_tokens_count_one_
     # batch, is first in the next: it is never starved
     fake = Recorder()
     batcher = MicroBatcher(fake, max_batch_size=8, max_batch_tokens=100)
-    first = asyncio.create_task(batcher.submit(Job(["first"], tokens=[16])))
+    first = asyncio.create_task(batcher.submit(Job(["first"], tokens=[[0] * 16])))
     await asyncio.sleep(0)  # running: the rest queue behind it
-    long = asyncio.create_task(batcher.submit(Job(["l0", "l1", "l2"], tokens=[60, 60, 60])))
-    shorts = [asyncio.create_task(batcher.submit(Job([f"s{i}"], tokens=[16]))) for i in range(20)]
+    long = asyncio.create_task(batcher.submit(Job(["l0", "l1", "l2"], tokens=[[0] * 60] * 3)))
+    shorts = [asyncio.create_task(batcher.submit(Job([f"s{i}"], tokens=[[0] * 16]))) for i in range(20)]
     await asyncio.gather(first, long, *shorts)
     with_long = [i for i, b in enumerate(fake.batches) if any(q[0].startswith("l") for q in b)]
     assert len(with_long) == 3 and with_long[-1] <= 6, fake.batches  # 20 x 16 tokens alone would take 5 batches

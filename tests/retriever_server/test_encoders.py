@@ -324,6 +324,7 @@ def test_token_counts_are_what_the_encoder_reads(minilm_encoder):
         config = EncoderConfig.from_preset(minilm_encoder.config.model, "mean", query_prefix=prefix, max_length=64)
         counter = TokenCounter(tokenizer, config)
         read = tokenizer([prefix + t for t in texts], truncation=True, max_length=64)["input_ids"]
+        assert counter.tokenize(texts) == read
         assert counter.count(texts) == [len(ids) for ids in read]
         for text, ids in zip(texts, read, strict=True):  # a clipped text gives the model the same tokens
             assert tokenizer(counter.clip(prefix + text), truncation=True, max_length=64)["input_ids"] == ids
@@ -357,3 +358,18 @@ def test_a_long_passage_is_tokenized_from_its_beginning_only_with_the_same_embed
     encoder.tokenizer.longest = 0
     np.testing.assert_array_equal(encoder.encode([long, "salt clock"], "passage")[:1], expected)
     assert encoder.tokenizer.longest <= 32 * encoders.CLIP_CHARS_PER_TOKEN
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_texts_tokenized_by_the_counter_encode_as_the_texts_do(family, tmp_path, minilm_dir):
+    """The server tokenizes a request once, when it counts its tokens; the encoder pads those ids itself."""
+    from .conftest import save_tiny_encoder
+
+    save_tiny_encoder(tmp_path, minilm_dir, family)
+    encoder = Encoder.load(EncoderConfig.from_preset(str(tmp_path), "e5", max_length=32, batch_size=4, device="cpu"))
+    texts = [*TEXTS, "", "y" * 5000, "river " * 100]
+    counter = encoder.token_counter()
+    for kind in ("query", "passage"):
+        np.testing.assert_allclose(
+            encoder.encode(texts, kind, token_ids=counter.tokenize(texts, kind)), encoder.encode(texts, kind), atol=1e-6
+        )
