@@ -487,7 +487,7 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         raise ValueError(
             f"give the command to check after --, e.g. agentrag-verl preflight -- python -m {MAIN_PPO} "
-            "--config-path=recipes/hiprag/config --config-name=hiprag_grpo"
+            "--config-path=recipes/<paper>/config --config-name=<config> [overrides...]"
         )
     with contextlib.redirect_stdout(sys.stderr):  # main_ppo prints its own notices
         report = check_command(command)
