@@ -12,6 +12,11 @@ connections answer the same endpoint functions without ASGI (:mod:`retriever_ser
 Errors: invalid requests get 4xx JSON ``{"error": {"type", "message", "field"}}`` (also for unknown paths and
 methods); an unexpected server fault gets 500 with the same shape and is logged with its traceback.
 
+Cost: a ``/retrieve`` asks at most ``max_hits_per_request`` hits (queries x topk) and a request at most
+``max_request_tokens`` encoder tokens (both 422; :mod:`retriever_server.protocol`). The app tokenizes each request
+once with the encoder's tokenizer (:class:`RequestTokens`); the token ids bound the micro-batches
+(``max_batch_tokens``) and are what the encoder reads.
+
 Exposure: the body is read as a stream and reading stops at ``max_body_bytes`` (413); a request with more than
 ``max_headers`` headers gets 431; ``/docs``, ``/redoc`` and ``/openapi.json`` exist only with ``docs=True``; ``/health``
 and ``/encode`` name the model and index by their last path component unless ``health_paths=True``. A client that
