@@ -5,10 +5,10 @@ our ``dpo`` extra requires (``verl[fsdp]`` pins ``trl==0.27.0``, which is why th
 from __future__ import annotations
 
 import re
-import tomllib
 from importlib.metadata import requires
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
