@@ -32,7 +32,7 @@ def verl_requirements(extra: str) -> list[Requirement]:
 def gpu_install_line() -> Requirement:
     text = (REPO / "docs" / "gpu.md").read_text()
     match = re.search(r'pip install "(verl\[[^"]+\]==[^"]+)"', text)
-    assert match, "docs/gpu.md has no `pip install \"verl[...]==...\"` line"
+    assert match, 'docs/gpu.md has no `pip install "verl[...]==..."` line'
     return Requirement(match.group(1))
 
 
