@@ -105,6 +105,9 @@ class PipelineSettings:
     trajectories in micro-batches of 6 peaked at 13.6 GB in the actor process (the box's total use at 22.2 of 24 GB,
     where Ray kills workers at 95%); the engine pads each micro-batch to its longest sample, so smaller ones pad
     less."""
+    grpo_trainer_mode: str = "sync"
+    """verl's V1 trainer mode of the GRPO stage (``sync``, ``colocate_async``): the recipes' ``trainer_mode`` config
+    group (``agentrag_verl/config/trainer_mode``), added to verl's bare trainer config this stage composes."""
     grpo_val_limit: int = 4
     """Validation questions inside main_ppo after the last step (its own check; the stage evals are separate).
     0 = no validation inside main_ppo (main_ppo still loads one question: its dataset cannot be empty)."""
@@ -525,6 +528,12 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
         # recomputation cost 35-65 s of each step. actor/ppo_kl then measures the rollout-vs-actor gap.
         "algorithm.rollout_correction.bypass_mode=true",
         *(["trainer.test_freq=-1"] if s.grpo_val_limit == 0 else []),
+        # the trainer mode's settings, from the files the recipes include (verl's bare config has no such group)
+        *(
+            ["hydra.searchpath=[pkg://agentrag_verl.config]", f"+trainer_mode={s.grpo_trainer_mode}"]
+            if s.grpo_trainer_mode != "sync"
+            else []
+        ),
     ]
     return out + list(s.extra_train_overrides)
 
