@@ -51,6 +51,8 @@ from typing import Any
 __all__ = ["Check", "IGNORED_SETTINGS", "PreflightError", "Report", "check_command", "check_config", "main_ppo_args"]
 
 MAIN_PPO = "verl.trainer.main_ppo"
+STARTUP = "main_ppo start-up (compose, validate_config)"
+"""The first check's name: verl's own entry point up to where it would start Ray."""
 HYDRA_QUIET = ("hydra.output_subdir=null", "hydra/job_logging=none", "hydra/hydra_logging=none")
 """Hydra runtime settings the preflight adds: no ``.hydra`` copy of the config, logging left as it is (the run
 folder itself goes to a temporary directory). They change nothing in the composed config."""
@@ -193,14 +195,14 @@ def check_command(command: Sequence[str]) -> Report:
             with _main_ppo_without_ray(captured) as main_ppo:
                 main_ppo.main()
         except Exception as e:  # the error main_ppo would stop with on the cluster
-            report.checks.append(Check("main_ppo start-up (compose, validate_config)", "failed", _one_line(e)))
+            report.checks.append(Check(STARTUP, "failed", _one_line(e)))
             return report
         finally:
             sys.argv = saved_argv
     if not captured:
-        report.checks.append(Check("main_ppo start-up (compose, validate_config)", "failed", "run_ppo was not reached"))
+        report.checks.append(Check(STARTUP, "failed", "run_ppo was not reached"))
         return report
-    report.checks.append(Check("main_ppo start-up (compose, validate_config)", "ok"))
+    report.checks.append(Check(STARTUP, "ok"))
     report.config = captured[0]
     report.checks.extend(check_config(captured[0]))
     return report
