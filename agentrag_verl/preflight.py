@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import functools
 import math
 import os
 import sys
@@ -413,13 +414,17 @@ def _agent_loops(cfg: Any) -> str:
 def _reward_manager(cfg: Any, model_dir: Path | None) -> str:
     from verl.trainer.ppo.reward import load_reward_manager
 
-    tokenizer = None
-    if model_dir is not None:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    tokenizer = _tokenizer(str(model_dir)) if model_dir is not None else None
     manager = load_reward_manager(cfg, tokenizer)
     return type(manager).__name__ + ("" if tokenizer is not None else " (built without the model's tokenizer)")
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(model_dir: str) -> Any:
+    """The model's tokenizer, loaded once per folder (a preflight of several commands reuses it)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
 
 
 def _ignored_settings(cfg: Any) -> str:
