@@ -1,5 +1,5 @@
-"""The tiny original corpus and QA set (the local CPU mode's default data), and the validated FlashRAG JSONL
-loaders every QA reader uses (stdlib only).
+"""The tiny original corpus and QA set (the local CPU mode's default data), the validated corpus loader, and the
+QA set as row dicts (read by :func:`agentrag_verl.data.flashrag.read_questions`).
 
 The files under ``agentrag_verl/data/tiny`` were written for this project (not taken from Wikipedia or any
 dataset). They follow the layouts Search-R1 and FlashRAG use:
@@ -48,10 +48,7 @@ CORPUS_PATH = _DATA_DIR / "corpus.jsonl"
 QA_PATH = _DATA_DIR / "qa.jsonl"
 
 # What one line looks like, quoted in error messages.
-_EXAMPLES = {
-    "corpus": '{"id": "0", "contents": "\\"Title\\"\\ntext"}',
-    "QA": '{"id": "test_0", "question": "...", "golden_answers": ["..."]}',
-}
+_EXAMPLES = {"corpus": '{"id": "0", "contents": "\\"Title\\"\\ntext"}'}
 
 
 def parse_contents(contents: str) -> tuple[str, str]:
@@ -173,41 +170,25 @@ def load_corpus(path: str | os.PathLike[str] = CORPUS_PATH) -> list[Passage]:
 
 
 def load_qa(path: str | os.PathLike[str] = QA_PATH) -> list[dict[str, Any]]:
-    """Load a QA set in the FlashRAG JSON Lines layout.
+    """A QA set in the FlashRAG JSON Lines layout as row dicts (the packaged test QA set by default).
 
-    Each row needs ``id`` (string), ``question`` (non-empty string) and ``golden_answers`` (non-empty list of
-    strings); any other keys (``metadata``, ...) are kept as they are. Blank lines are skipped.
+    The rows are read and validated by :func:`agentrag_verl.data.flashrag.read_questions` (the one reader of
+    question files): ``id``, ``question``, ``golden_answers``, then the other keys (``metadata``, ...) as they are.
 
     Args:
         path: The ``.jsonl`` file; defaults to the packaged test QA set.
 
     Returns:
-        The rows as dicts, in file order.
+        The rows as dicts (:meth:`~agentrag_verl.data.flashrag.Question.as_row`), in file order.
 
     Raises:
-        ValueError: A line is malformed; the message names the file and the line number.
+        ValueError: A line is malformed (:class:`~agentrag_verl.data.flashrag.DataSourceError`); the message names
+            the file and the line number.
     """
-    rows: list[dict[str, Any]] = []
-    for lineno, obj in _iter_json_lines(path, "QA"):
-        if not isinstance(obj.get("id"), str) or not obj["id"]:
-            raise _bad(path, lineno, "QA", f'"id" must be a non-empty string, got {obj.get("id")!r}')
-        question = obj.get("question")
-        if not isinstance(question, str) or not question.strip():
-            raise _bad(path, lineno, "QA", f'"question" must be a non-empty string, got {question!r}')
-        answers = obj.get("golden_answers")
-        if not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a.strip() for a in answers):
-            raise _bad(
-                path,
-                lineno,
-                "QA",
-                f'"golden_answers" must be a non-empty list of non-empty strings (wrap a single answer in a '
-                f"list), got {answers!r}",
-            )
-        metadata = obj.get("metadata", {})
-        if not isinstance(metadata, dict):
-            raise _bad(path, lineno, "QA", f'"metadata" must be an object when present, got {metadata!r}')
-        rows.append(obj)
-    return rows
+    from agentrag_verl.data.flashrag import read_questions
+
+    p = Path(path)
+    return [q.as_row() for q in read_questions(p, dataset=p.parent.name, split=p.stem)]
 
 
 def _write_lines(objs: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:

@@ -20,7 +20,7 @@ Decisions:
 - Sampling (``sample``) and fraction slices (``fraction``) shuffle with ``random.Random(seed)``, so a preset is
   reproducible and the 2Wiki 80/20 parts are disjoint.
 
->>> rows = [QARow("q1", "Who wrote Hamlet", ("Shakespeare",), "nq", "train")]
+>>> rows = [Question("q1", "Who wrote Hamlet", ("Shakespeare",), "nq", "train")]
 >>> r = build_rows(rows, split="train", format_name="searchr1")[0]
 >>> r["data_source"], r["agent_name"], r["extra_info"]["id"], r["reward_model"]["ground_truth"]["target"]
 ('searchR1_nq', 'searchr1_agent', 'nq/q1', ['Shakespeare'])
@@ -37,7 +37,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .flashrag import SEARCH_R1_TEST_SETS, DataSourceError, QARow, eval_split, load_split, normalize_question
+from .flashrag import (
+    SEARCH_R1_TEST_SETS,
+    DataSourceError,
+    Question,
+    eval_split,
+    load_split,
+    normalize_question,
+    read_questions,
+)
 
 __all__ = [
     "DATA_SOURCE_PREFIX",
@@ -156,10 +164,10 @@ PRESETS: dict[str, Preset] = {
 """Dataset presets by name (``agentrag-verl data prepare --preset NAME``)."""
 
 
-def select_rows(rows: Sequence[QARow], spec: SourceSpec, seed: int) -> list[QARow]:
+def select_rows(rows: Sequence[Question], spec: SourceSpec, seed: int) -> list[Question]:
     """Apply ``spec.fraction`` / ``spec.sample`` to ``rows`` (seeded shuffle; original order kept otherwise).
 
-    >>> rows = [QARow(str(i), "q", ("a",), "d", "train") for i in range(10)]
+    >>> rows = [Question(str(i), "q", ("a",), "d", "train") for i in range(10)]
     >>> a = select_rows(rows, SourceSpec("d", fraction=(0.0, 0.8)), seed=0)
     >>> b = select_rows(rows, SourceSpec("d", fraction=(0.8, 1.0)), seed=0)
     >>> len(a), len(b), sorted(r.id for r in a + b) == sorted(r.id for r in rows)
@@ -193,7 +201,7 @@ def _sampled(n: int, k: int, dataset: str, seed: int) -> set[int]:
 
 
 def build_rows(
-    rows: Sequence[QARow],
+    rows: Sequence[Question],
     *,
     split: str,
     format_name: str,
@@ -244,7 +252,7 @@ def build_rows(
     return out
 
 
-def check_disjoint(outputs: Sequence[OutputSpec], selected: dict[str, list[QARow]]) -> None:
+def check_disjoint(outputs: Sequence[OutputSpec], selected: dict[str, list[Question]]) -> None:
     """Refuse a training output that shares a question with an evaluation output (a validation or test file).
 
     A question is its benchmark, source split and id, so the same id in two splits (FlashRAG's ``test_0`` style ids
@@ -335,10 +343,10 @@ def prepare_outputs(
             "RUC-NLPIR/FlashRAG_datasets (huggingface-cli download RUC-NLPIR/FlashRAG_datasets --repo-type dataset "
             "--local-dir DIR)"
         )
-    cache: dict[tuple[str, str, str | None], list[QARow]] = {}
-    selected: dict[str, list[QARow]] = {}
+    cache: dict[tuple[str, str, str | None], list[Question]] = {}
+    selected: dict[str, list[Question]] = {}
     for output in outputs:
-        rows: list[QARow] = []
+        rows: list[Question] = []
         for spec in output.sources:
             split = spec.split
             if spec.path is None and split is None:
@@ -347,9 +355,7 @@ def prepare_outputs(
             key = (spec.dataset, split, spec.path)
             if key not in cache:
                 if spec.path is not None:
-                    from .flashrag import read_qa_file
-
-                    cache[key] = read_qa_file(spec.path, dataset=spec.dataset, split=split)
+                    cache[key] = read_questions(spec.path, dataset=spec.dataset, split=split)
                 else:
                     cache[key] = load_split(spec.dataset, split, root=flashrag_dir, hub=hub)
                 result.read[f"{spec.dataset}/{split}"] = len(cache[key])

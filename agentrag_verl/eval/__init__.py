@@ -19,7 +19,6 @@ from __future__ import annotations
 from agentrag_verl._lazy import lazy_exports
 
 _EXPORTS = {
-    "EvalQuestion": "data",
     "load_datasets": "data",
     "RunnerConfig": "runner",
     "AgentLoopRunner": "runner",

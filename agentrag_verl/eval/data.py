@@ -8,78 +8,25 @@ A dataset is named by a spec:
 - ``path/to/dir``: every ``<dir>/<dataset>/<split>.jsonl`` (FlashRAG_datasets root) or, if the folder itself holds
   ``<split>.jsonl``, that one file.
 
-Rows are validated by :func:`agentrag_verl.data.corpus.load_qa` (a plain JSONL loader with line-numbered
-errors; it is not a fake). Ids must be unique within a dataset because resuming keys results by ``(dataset, id)``.
+Files are read by :func:`agentrag_verl.data.flashrag.read_questions` (the one reader of question files; errors name
+the file and the line) as :class:`~agentrag_verl.data.flashrag.Question` records. Ids must be unique within a dataset
+because resuming keys results by :attr:`Question.key <agentrag_verl.data.flashrag.Question.key>`
+(``<dataset>/<id>``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-__all__ = ["EvalQuestion", "load_dataset_file", "resolve_specs", "load_datasets", "DEFAULT_SPLIT", "MINI_WIKI_DIR"]
+from agentrag_verl.data.flashrag import Question, read_questions
+
+__all__ = ["resolve_specs", "load_datasets", "DEFAULT_SPLIT", "MINI_WIKI_DIR"]
 
 DEFAULT_SPLIT = "test"
 
 MINI_WIKI_DIR = Path(__file__).resolve().parents[2] / "examples" / "mini_wiki"
 """The embedded default (repository checkout): ``corpus.jsonl`` and ``<dataset>/{train,test}.jsonl``."""
-
-
-@dataclass(frozen=True)
-class EvalQuestion:
-    """One question to evaluate.
-
-    Attributes:
-        dataset: Dataset name (results are aggregated per dataset).
-        id: The row's ``id`` (unique within the dataset).
-        question: The question text.
-        golden_answers: Gold answers (any of them counts).
-        metadata: The row's other fields (``metadata``, ...), kept in the result record.
-    """
-
-    dataset: str
-    id: str
-    question: str
-    golden_answers: tuple[str, ...]
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        """Resume key ``"<dataset>/<id>"``."""
-        return f"{self.dataset}/{self.id}"
-
-
-def load_dataset_file(path: str | os.PathLike[str], dataset: str, limit: int | None = None) -> list[EvalQuestion]:
-    """Load one FlashRAG JSONL file as ``dataset``.
-
-    Raises:
-        FileNotFoundError: The file does not exist.
-        ValueError: A row is malformed, or an id repeats (the message names the file and both lines).
-    """
-    from agentrag_verl.data.corpus import load_qa
-
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(
-            f"Evaluation file {p} not found. Pass FlashRAG-layout JSONL files (one "
-            '{"id", "question", "golden_answers"} object per line), e.g. --data nq=data/nq/test.jsonl.'
-        )
-    rows = load_qa(p)
-    seen: set[str] = set()
-    out = []
-    for row in rows:
-        if row["id"] in seen:
-            raise ValueError(
-                f"{p}: id {row['id']!r} appears twice. Results are resumed by (dataset, id), so ids must be unique "
-                "within a dataset; renumber the rows."
-            )
-        seen.add(row["id"])
-        extra = {k: v for k, v in row.items() if k not in ("id", "question", "golden_answers")}
-        out.append(EvalQuestion(dataset, row["id"], row["question"], tuple(row["golden_answers"]), extra))
-    return out[:limit] if limit is not None else out
 
 
 def _name_of(path: Path) -> str:
@@ -130,6 +77,14 @@ def resolve_specs(specs: Sequence[str], split: str = DEFAULT_SPLIT) -> list[tupl
 
 def load_datasets(
     specs: Iterable[str], split: str = DEFAULT_SPLIT, limit: int | None = None
-) -> dict[str, list[EvalQuestion]]:
-    """``{dataset: questions}`` for the specs, in spec order; ``limit`` keeps the first N questions of each."""
-    return {name: load_dataset_file(path, name, limit) for name, path in resolve_specs(list(specs), split)}
+) -> dict[str, list[Question]]:
+    """``{dataset: questions}`` for the specs, in spec order; ``limit`` keeps the first N questions of each.
+
+    Raises:
+        FileNotFoundError, ValueError: A spec names no file (:func:`resolve_specs`), or a file is malformed or repeats
+            an id (:class:`~agentrag_verl.data.flashrag.DataSourceError`, naming the file and the line).
+    """
+    return {
+        name: read_questions(path, dataset=name, split=split, flag="--data")[:limit]
+        for name, path in resolve_specs(list(specs), split)
+    }

@@ -14,7 +14,7 @@ with vLLM's ``return_token_ids``).
 
 >>> runner = AgentLoopRunner(RunnerConfig(tokenizer="Qwen/Qwen2.5-3B-Instruct",  # doctest: +SKIP
 ...     base_url="http://127.0.0.1:8000/v1", model="policy", retriever_url="http://127.0.0.1:8001/retrieve"))
->>> trajectory = await runner.run(question, "hiprag")  # doctest: +SKIP
+>>> rollout = await runner.run(question, "hiprag")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrag_verl.eval.data import EvalQuestion
+from agentrag_verl.data.flashrag import Question
 
-__all__ = ["RunnerConfig", "AgentLoopRunner", "Trajectory"]
+__all__ = ["RunnerConfig", "AgentLoopRunner", "AgentLoopRollout"]
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,9 @@ class RunnerConfig:
 
 
 @dataclass
-class Trajectory:
-    """One question's rollout, unpadded.
+class AgentLoopRollout:
+    """One question's finished rollout, unpadded, as :meth:`AgentLoopRunner.run` returns it (what evaluation scores
+    and demonstrations keep; the parsed response is a :class:`agentrag_verl.formats.Trajectory`).
 
     Attributes:
         prompt_ids: Prompt token ids.
@@ -141,7 +142,7 @@ class AgentLoopRunner:
         OmegaConf.update(cfg, "actor_rollout_ref.rollout.custom.agentrag", options, merge=False, force_add=True)
         return cfg
 
-    def batch(self, question: EvalQuestion, format_name: str, index: int = 0) -> Any:
+    def batch(self, question: Question, format_name: str, index: int = 0) -> Any:
         """The one-row verl batch of ``question`` (the columns a training parquet row gives the agent loop)."""
         import numpy as np
         from verl import DataProto
@@ -172,7 +173,7 @@ class AgentLoopRunner:
             meta_info={"global_steps": -1, "validate": True, "request_id": uuid.uuid4().hex},
         )
 
-    async def run(self, question: EvalQuestion, format_name: str, index: int = 0) -> Trajectory:
+    async def run(self, question: Question, format_name: str, index: int = 0) -> AgentLoopRollout:
         """Roll out one question with the format's agent loop.
 
         Raises:
@@ -190,7 +191,7 @@ class AgentLoopRunner:
         response_ids = out.batch["responses"][0, :n].tolist()
         response_mask = out.batch["response_mask"][0, :n].tolist()
         extra = {k: _plain(out.non_tensor_batch[k][0]) for k in F.ALL_KEYS if k in out.non_tensor_batch}
-        return Trajectory(
+        return AgentLoopRollout(
             prompt_ids=prompt_ids,
             response_ids=response_ids,
             response_mask=response_mask,

@@ -11,7 +11,7 @@ import pytest
 
 from agentrag_verl.cli import main
 from agentrag_verl.data.corpus import load_qa
-from agentrag_verl.data.flashrag import DataSourceError, eval_split, read_qa_file
+from agentrag_verl.data.flashrag import DataSourceError, eval_split, read_questions
 from agentrag_verl.data.prepare import PRESETS, SourceSpec, select_rows
 from agentrag_verl.formats import get_format
 
@@ -168,7 +168,7 @@ def test_test7_writes_one_file_per_benchmark(flashrag_dir, tmp_path):
 
 
 def test_sampling_and_max_per_source(flashrag_dir, tmp_path):
-    rows = read_qa_file(flashrag_dir / "hotpotqa" / "train.jsonl", dataset="hotpotqa", split="train")
+    rows = read_questions(flashrag_dir / "hotpotqa" / "train.jsonl", dataset="hotpotqa", split="train")
     picked = select_rows(rows, SourceSpec("hotpotqa", "train", sample=4), seed=3)
     assert len(picked) == 4 and picked == select_rows(rows, SourceSpec("hotpotqa", "train", sample=4), seed=3)
     out = tmp_path / "rr"
@@ -209,7 +209,7 @@ def test_eval_split_preference(flashrag_dir):
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ('{"id": "1", "question": "q?"}', r"missing field\(s\) \['golden_answers'\]"),
+        ('{"id": "1", "question": "q?"}', r'missing field\(s\) \["golden_answers"\]'),
         ('{"id": "1", "question": "q?", "golden_answers": "a"}', "wrap the single answer in a list"),
         ('{"id": "1", "question": " ", "golden_answers": ["a"]}', '"question" must be a non-empty string'),
         ('{"id": "1", "question": "q?", "golden_answers": []}', "non-empty list"),
@@ -220,7 +220,7 @@ def test_malformed_rows_name_file_line_and_fix(tmp_path, capsys, line, message):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "0", "question": "ok?", "golden_answers": ["x"]}\n' + line + "\n")
     with pytest.raises(DataSourceError, match=message) as err:
-        read_qa_file(bad, dataset="bad", split="train")
+        read_questions(bad, dataset="bad", split="train")
     assert f"{bad}, line 2" in str(err.value)
     assert main(["data", "prepare", "--input", str(bad), "--format", "searchr1", "--out", str(tmp_path / "o")]) == 2
     assert "line 2" in capsys.readouterr().err
@@ -230,7 +230,7 @@ def test_repeated_ids_and_missing_sources_are_errors(tmp_path, flashrag_dir, cap
     dup = tmp_path / "dup.jsonl"
     dup.write_text('{"id": "a", "question": "q?", "golden_answers": ["x"]}\n' * 2)
     with pytest.raises(DataSourceError, match="already used on line 1"):
-        read_qa_file(dup, dataset="d", split="train")
+        read_questions(dup, dataset="d", split="train")
     assert (
         main(
             [
@@ -299,11 +299,11 @@ def test_every_preset_names_known_benchmarks():
 def test_every_preset_keeps_training_and_evaluation_questions_apart(name):
     """Selected as ``prepare_outputs`` selects, from benchmarks large enough for every sample (4,000 rows per split,
     ids per split as FlashRAG's): no question of a training output is in a validation or test output."""
-    from agentrag_verl.data.flashrag import QARow
+    from agentrag_verl.data.flashrag import Question
     from agentrag_verl.data.prepare import check_disjoint
 
-    def rows(dataset: str, split: str) -> list[QARow]:
-        return [QARow(f"{split}_{i}", f"q{i}", ("a",), dataset, split) for i in range(4000)]
+    def rows(dataset: str, split: str) -> list[Question]:
+        return [Question(f"{split}_{i}", f"q{i}", ("a",), dataset, split) for i in range(4000)]
 
     preset = PRESETS[name]
     selected = {}

@@ -18,12 +18,12 @@ import pytest
 
 from agentrag_verl.cli import main
 from agentrag_verl.data.corpus import QA_PATH
+from agentrag_verl.data.flashrag import Question
 from agentrag_verl.jsonl import JsonlLockedError
 from agentrag_verl.judges import JudgeClient
 from agentrag_verl.methods.searchp1.planners.generate import (
     PlanCache,
     PlannerOptions,
-    Question,
     generate_plans,
     load_questions,
     plan_question,
@@ -48,8 +48,8 @@ def client_for(server: FakeOpenAIServer, **kw) -> JudgeClient:
     return JudgeClient.from_config(cfg)
 
 
-def question(text: str = Q0) -> Question:
-    return Question(id="q0", question=text, golden_answers=tuple(QA[text]["golden_answers"]))
+def question(text: str = Q0, qid: str = "q0") -> Question:
+    return Question(qid, text, tuple(QA[text]["golden_answers"]), dataset="mini", split="train")
 
 
 def chat_requests(server: FakeOpenAIServer) -> list[dict]:
@@ -159,7 +159,7 @@ def test_cache_repairs_a_partial_line_and_locks(tmp_path):
 async def test_generate_writes_what_the_searchp1_manager_reads(tmp_path):
     from agentrag_verl.methods.searchp1.manager import load_planner_cache
 
-    questions = [Question(f"mini/test_{i}", q, tuple(QA[q]["golden_answers"])) for i, q in enumerate(list(QA)[:6])]
+    questions = [question(q, f"mini/test_{i}") for i, q in enumerate(list(QA)[:6])]
     unanswerable = (questions[5].question,)
     cache = tmp_path / "plans.jsonl"
     with FakeOpenAIServer(replies=PlannerLLM(correct_seeds=(0, 1), unanswerable=unanswerable)) as server:

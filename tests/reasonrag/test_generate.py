@@ -62,7 +62,7 @@ async def test_generate_then_resume_skips_finished(tmp_path, qa_file, fake_retri
         assert len(server.requests) == calls_first  # nothing searched again
     assert (summary.total, summary.searched, summary.failed, summary.skipped) == (6, 6, 0, 0)
     assert (again.searched, again.skipped) == (0, 6)
-    assert sorted(tree_uids(out)) == sorted(q.uid for q in questions) and tree_uids(out)[0].startswith("nq_dev/")
+    assert sorted(tree_uids(out)) == sorted(q.key for q in questions) and tree_uids(out)[0].startswith("nq_dev/")
     # QAPolicy gives every tree a query-vs-wrong-answer pair at the root and an evidence-vs-"None" pair below.
     pairs = [json.loads(line) for line in (out / PAIRS).read_text().splitlines()]
     assert summary.pairs == again.pairs == len(pairs) == 12
@@ -90,13 +90,13 @@ async def test_failed_question_is_not_written_and_is_retried(tmp_path, qa_file, 
     with FakeOpenAIServer(flaky) as server:
         summary = await generate(questions, out, env_for(server, fake_retriever), SMALL, progress=False)
     assert (summary.searched, summary.failed) == (5, 1)
-    assert questions[2].uid not in tree_uids(out)
+    assert questions[2].key not in tree_uids(out)
     (failure,) = [json.loads(line) for line in (out / FAILURES).read_text().splitlines()]
-    assert failure["uid"] == questions[2].uid and "PolicyError" in failure["error"]
+    assert failure["uid"] == questions[2].key and "PolicyError" in failure["error"]
     with FakeOpenAIServer(QAPolicy(golds)) as server:
         summary = await generate(questions, out, env_for(server, fake_retriever), SMALL, progress=False)
     assert (summary.searched, summary.skipped, summary.failed) == (1, 5, 0)
-    assert sorted(tree_uids(out)) == sorted(q.uid for q in questions)
+    assert sorted(tree_uids(out)) == sorted(q.key for q in questions)
 
 
 async def test_too_many_failures_abort(tmp_path, qa_file, fake_retriever):
@@ -157,21 +157,40 @@ def test_rebuild_pairs_with_other_filters(tmp_path):
 
 
 def test_load_questions_errors(tmp_path):
+    # Rows are read by data.flashrag.read_questions: the same rules and messages as data prepare and eval.
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "1", "question": "q?", "golden_answers": []}) + "\n")
-    with pytest.raises(GenerateError, match=r"bad.jsonl:1: 'golden_answers' must be a non-empty list"):
+    with pytest.raises(GenerateError, match=r"bad.jsonl, line 1: \"golden_answers\" must be a non-empty list"):
         load_questions([bad])
     dup = tmp_path / "dup.jsonl"
-    dup.write_text((json.dumps({"id": "1", "question": "q?", "golden_answers": "a"}) + "\n") * 2)
-    with pytest.raises(GenerateError, match="duplicate question id 'dup/1'"):
+    dup.write_text((json.dumps({"id": "1", "question": "q?", "golden_answers": ["a"]}) + "\n") * 2)
+    with pytest.raises(GenerateError, match="dup.jsonl, line 2: id '1' already used on line 1"):
         load_questions([dup])
+    other = tmp_path / "other" / "dup.jsonl"  # same source (the stem) from another file
+    other.parent.mkdir()
+    other.write_text(json.dumps({"id": "1", "question": "q?", "golden_answers": ["a"]}) + "\n")
+    single = tmp_path / "single.jsonl"
+    single.write_text(json.dumps({"id": "1", "question": "q?", "golden_answers": ["a"]}) + "\n")
+    with pytest.raises(GenerateError, match="duplicate question id 'dup/1'"):
+        load_questions([single, other], sources=["dup", "dup"])
     with pytest.raises(GenerateError, match="does not exist"):
         load_questions([tmp_path / "none.jsonl"])
-    # A string gold is accepted; --source names the source.
+    # A string gold is an error (FlashRAG's layout is a list), with the fix in the message.
+    string_gold = tmp_path / "string_gold.jsonl"
+    string_gold.write_text(json.dumps({"id": "7", "question": "q?", "golden_answers": "a"}) + "\n")
+    with pytest.raises(GenerateError, match="wrap the single answer in a list"):
+        load_questions([string_gold])
+    # --source names the source; questions are stripped; a row without id is numbered by its line.
     ok = tmp_path / "ok.jsonl"
-    ok.write_text(json.dumps({"id": "7", "question": " q? ", "golden_answers": "a"}) + "\n")
-    (q,) = load_questions([ok], sources=["popqa"])
-    assert (q.uid, q.question, q.golden_answers) == ("popqa/7", "q?", ["a"])
+    ok.write_text(
+        json.dumps({"id": "7", "question": " q? ", "golden_answers": ["a"]})
+        + "\n"
+        + json.dumps({"question": "r?", "golden_answers": ["b"]})
+        + "\n"
+    )
+    q, r = load_questions([ok], sources=["popqa"])
+    assert (q.key, q.question, q.golden_answers) == ("popqa/7", "q?", ("a",))
+    assert (r.key, r.dataset, r.id) == ("popqa/1", "popqa", "1")
 
 
 def cli(out: Path, qa: Path, server: FakeOpenAIServer, retriever, *extra: str) -> list[str]:

@@ -16,9 +16,9 @@ builder silently wrote nothing. Here:
   ``stats.json``, ``stats.md``; rewritten atomically), so they always cover every finished question.
   ``agentrag-verl reasonrag pairs`` rebuilds them with other filters without searching again.
 
-Input: jsonl files with ``id``, ``question``, ``golden_answers`` per line (FlashRAG layout). A question's key is
-``<source>/<id>``; the source is the file's stem (``hotpotqa/train.jsonl`` -> ``train``) unless ``--source`` names
-one per file.
+Input: jsonl files with ``id``, ``question``, ``golden_answers`` per line (FlashRAG layout, read by
+:func:`agentrag_verl.data.flashrag.read_questions`). A question's key is ``<source>/<id>``; the source is the file's
+stem (``hotpotqa/train.jsonl`` -> ``train``) unless ``--source`` names one per file.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrag_verl.jsonl import JsonLinesError, JsonlStore, read_json_lines, read_records
+from agentrag_verl.data.flashrag import DataSourceError, Question, read_questions
+from agentrag_verl.jsonl import JsonlStore, read_records
 from agentrag_verl.methods.reasonrag.mcts import MCTSConfig, MCTSEnv, run_mcts
 from agentrag_verl.methods.reasonrag.pairs import PairConfig, build_pairs, dataset_statistics, statistics_markdown
 from agentrag_verl.methods.reasonrag.tree import Tree
 
 __all__ = [
-    "Question",
     "load_questions",
     "open_trees",
     "tree_uid",
@@ -63,58 +63,40 @@ class GenerateError(RuntimeError):
     """Bad input or output directory (message says what, why and how to fix)."""
 
 
-@dataclass(frozen=True)
-class Question:
-    """One training question."""
-
-    uid: str
-    id: str
-    source: str
-    question: str
-    golden_answers: list[str]
-
-
 def load_questions(paths: Sequence[str | Path], sources: Sequence[str] | None = None) -> list[Question]:
-    """Read FlashRAG-layout jsonl files.
+    """Read FlashRAG-layout jsonl files (:func:`~agentrag_verl.data.flashrag.read_questions`), question texts
+    stripped.
+
+    A question's :attr:`~agentrag_verl.data.flashrag.Question.dataset` is its source, so its key is
+    ``<source>/<id>``; a row without ``id`` is numbered by its line (line number minus one).
 
     Args:
         paths: The files.
         sources: A source name per file; the file stems by default.
 
     Raises:
-        GenerateError: A missing file, a line that is not a JSON object with a non-empty ``question`` and a
-            non-empty ``golden_answers`` list (or string), or two questions with the same ``<source>/<id>``.
+        GenerateError: A missing file, a malformed line (not a JSON object with a non-empty ``question`` and a
+            non-empty ``golden_answers`` list), or two questions with the same ``<source>/<id>``.
     """
     if sources is not None and len(sources) != len(paths):
         raise GenerateError(f"--source names {len(sources)} sources for {len(paths)} --data files; give one per file")
     out: list[Question] = []
-    seen: set[str] = set()
+    seen: dict[str, Path] = {}
     for i, path in enumerate(paths):
         path = Path(path)
         source = sources[i] if sources else path.stem
         try:
-            for line_no, item in read_json_lines(path, "--data"):
-                where = f"{path}:{line_no}"
-                if not isinstance(item, dict):
-                    raise GenerateError(f"{where}: expected a JSON object, got {type(item).__name__}")
-                question = item.get("question")
-                golds = item.get("golden_answers")
-                if isinstance(golds, str):
-                    golds = [golds]
-                if not isinstance(question, str) or not question.strip():
-                    raise GenerateError(f"{where}: missing or empty 'question' (FlashRAG layout: id, question, ...)")
-                if not isinstance(golds, list) or not golds or not all(isinstance(g, str) for g in golds):
-                    raise GenerateError(
-                        f"{where}: 'golden_answers' must be a non-empty list of strings (SPRE scores F1 against them)"
-                    )
-                qid = str(item.get("id", line_no - 1))
-                uid = f"{source}/{qid}"
-                if uid in seen:
-                    raise GenerateError(f"{where}: duplicate question id {uid!r}; ids must be unique per source")
-                seen.add(uid)
-                out.append(Question(uid, qid, source, question.strip(), list(golds)))
-        except (OSError, JsonLinesError) as exc:
+            questions = read_questions(path, dataset=source, split="train", flag="--data", number_missing_ids=True)
+        except DataSourceError as exc:
             raise GenerateError(f"{exc} (FlashRAG-layout jsonl files with --data)") from None
+        for q in questions:
+            if q.key in seen:
+                raise GenerateError(
+                    f"{path}: duplicate question id {q.key!r} (also in {seen[q.key]}); ids must be unique per source: "
+                    "name the files' sources apart with --source"
+                )
+            seen[q.key] = path
+            out.append(dataclasses.replace(q, question=q.question.strip()))
     return out
 
 
@@ -219,7 +201,7 @@ async def generate(
     except BaseException:
         store.close()
         raise
-    pending = [q for q in questions if q.uid not in store]
+    pending = [q for q in questions if q.key not in store]
     summary = RunSummary(total=len(questions), skipped=len(questions) - len(pending))
     logger.info("%d questions: %d already finished, %d to search", len(questions), summary.skipped, len(pending))
 
@@ -241,12 +223,12 @@ async def generate(
                 return
             t0 = time.monotonic()
             try:
-                tree, stats = await run_mcts(q.question, q.golden_answers, env, mcts, qid=q.uid)
+                tree, stats = await run_mcts(q.question, q.golden_answers, env, mcts, qid=q.key)
             except Exception as exc:  # the question is retried by the next run
                 summary.failed += 1
-                logger.error("question %s failed: %s: %s", q.uid, type(exc).__name__, exc)
+                logger.error("question %s failed: %s: %s", q.key, type(exc).__name__, exc)
                 with (out / FAILURES).open("a", encoding="utf-8") as f:
-                    f.write(json.dumps({"uid": q.uid, "error": f"{type(exc).__name__}: {exc}", "time": time.time()}))
+                    f.write(json.dumps({"uid": q.key, "error": f"{type(exc).__name__}: {exc}", "time": time.time()}))
                     f.write("\n")
                 if max_failures is not None and summary.failed >= max_failures:
                     summary.aborted = True
@@ -254,11 +236,11 @@ async def generate(
             else:
                 store.append(
                     {
-                        "uid": q.uid,
+                        "uid": q.key,
                         "id": q.id,
-                        "source": q.source,
+                        "source": q.dataset,
                         "question": q.question,
-                        "golden_answers": q.golden_answers,
+                        "golden_answers": list(q.golden_answers),
                         "mcts": dataclasses.asdict(mcts),
                         "stats": stats.as_dict(),
                         "elapsed_s": round(time.monotonic() - t0, 3),

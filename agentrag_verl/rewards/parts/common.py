@@ -21,7 +21,7 @@ from agentrag_verl.formats import Format
 from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
 from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, resolve_format
 
-__all__ = ["AnswerMetrics", "FormatCheck", "FormatLevel", "SearchCount"]
+__all__ = ["AnswerMetrics", "FormatCheck", "FormatCheckResult", "SearchCount"]
 
 Metric = Literal["em", "cem", "f1"]
 
@@ -60,11 +60,12 @@ class AnswerMetrics(Part):
 
 
 @dataclass(frozen=True)
-class FormatLevel:
+class FormatCheckResult:
     """:class:`FormatCheck` data: the grammar's structure rule as a number, and whether it is fully valid."""
 
     level: float
-    """``check_format`` as a float: HiPRAG's F of ``(F, N)``, Search-P1's FormatLevel (1 / 0.5 / 0), else 1 / 0."""
+    """``check_format`` as a float: HiPRAG's F of ``(F, N)``, Search-P1's
+    :class:`~agentrag_verl.methods.searchp1.grammar.FormatLevel` (1 / 0.5 / 0), else 1 / 0."""
     ok: bool
     """``level == 1``."""
 
@@ -93,7 +94,7 @@ class FormatCheck(Part):
         raw = check(ctx.record.response)
         level = float(raw[0] if isinstance(raw, tuple) else raw)
         ok = level == 1.0
-        return PartResult(value=level, info={"format_ok": float(ok)}, data=FormatLevel(level, ok))
+        return PartResult(value=level, info={"format_ok": float(ok)}, data=FormatCheckResult(level, ok))
 
     def __repr__(self) -> str:
         return f"FormatCheck({self.format.name!r})"

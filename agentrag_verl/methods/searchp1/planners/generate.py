@@ -42,10 +42,11 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from agentrag_verl.data.flashrag import Question, read_questions
 from agentrag_verl.jsonl import JsonlStore
 from agentrag_verl.judges.client import JudgeRequest
 from agentrag_verl.methods.searchp1.judge import ReferencePlan, parse_planner, planner_request
@@ -56,7 +57,6 @@ from agentrag_verl.options import check_choice
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "Question",
     "PlannerOptions",
     "PlanCache",
     "GenerationSummary",
@@ -69,15 +69,6 @@ __all__ = [
 ]
 
 Correctness = Literal["auto", "answer", "retrieval", "none"]
-
-
-@dataclass(frozen=True)
-class Question:
-    """One training question."""
-
-    id: str
-    question: str
-    golden_answers: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -137,7 +128,8 @@ def _scalar_list(value: Any) -> list[str]:
 
 def load_questions(path: str | os.PathLike[str]) -> list[Question]:
     """Questions from a verl parquet written by ``agentrag-verl data prepare`` (ids = ``extra_info.id``, the key the
-    reward manager looks up) or from a FlashRAG-layout ``.jsonl`` (ids verbatim).
+    reward manager looks up) or from a FlashRAG-layout ``.jsonl`` (ids verbatim, read by
+    :func:`~agentrag_verl.data.flashrag.read_questions`); question texts stripped.
 
     Raises:
         ValueError: The file is missing, a row lacks an id / question / gold answers, or an id repeats.
@@ -145,35 +137,29 @@ def load_questions(path: str | os.PathLike[str]) -> list[Question]:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"question file {p} not found; pass the train parquet of `agentrag-verl data prepare`")
+    if p.suffix != ".parquet":
+        questions = read_questions(p, dataset=p.stem, split="train", flag="--questions")
+        return [replace(q, question=q.question.strip()) for q in questions]
+    import pandas as pd
+
+    frame = pd.read_parquet(p)
+    missing = [c for c in ("extra_info", "reward_model") if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"{p}: missing column(s) {missing}; expected the verl parquet of `agentrag-verl data prepare` "
+            "(extra_info.id / extra_info.question, reward_model.ground_truth.target)"
+        )
     out: list[Question] = []
-    if p.suffix == ".parquet":
-        import pandas as pd
-
-        frame = pd.read_parquet(p)
-        missing = [c for c in ("extra_info", "reward_model") if c not in frame.columns]
-        if missing:
+    for i, (info, rm) in enumerate(zip(frame["extra_info"], frame["reward_model"], strict=True)):
+        info = dict(info or {})
+        qid, question = info.get("id"), info.get("question")
+        golds = _scalar_list(((rm or {}).get("ground_truth") or {}).get("target"))
+        if qid is None or not question or not golds:
             raise ValueError(
-                f"{p}: missing column(s) {missing}; expected the verl parquet of `agentrag-verl data prepare` "
-                "(extra_info.id / extra_info.question, reward_model.ground_truth.target)"
+                f"{p}, row {i}: needs extra_info.id, extra_info.question and reward_model.ground_truth.target "
+                f"(got id={qid!r}, question={question!r}, target={golds!r}); re-run `agentrag-verl data prepare`"
             )
-        for i, (info, rm) in enumerate(zip(frame["extra_info"], frame["reward_model"], strict=True)):
-            info = dict(info or {})
-            qid, question = info.get("id"), info.get("question")
-            golds = _scalar_list(((rm or {}).get("ground_truth") or {}).get("target"))
-            if qid is None or not question or not golds:
-                raise ValueError(
-                    f"{p}, row {i}: needs extra_info.id, extra_info.question and reward_model.ground_truth.target "
-                    f"(got id={qid!r}, question={question!r}, target={golds!r}); re-run `agentrag-verl data prepare`"
-                )
-            out.append(Question(str(qid), str(question), tuple(golds)))
-    else:
-        from agentrag_verl.data.flashrag import DataSourceError, read_qa_file
-
-        try:
-            rows = read_qa_file(p, dataset=p.stem, split="train")
-        except DataSourceError as e:
-            raise ValueError(str(e)) from None
-        out = [Question(r.id, r.question.strip(), r.golden_answers) for r in rows]
+        out.append(Question(str(qid), str(question), tuple(golds), p.stem, str(info.get("split") or "train")))
     counts = Counter(q.id for q in out)
     repeated = [i for i, n in counts.items() if n > 1]
     if repeated:
