@@ -7,9 +7,9 @@ What it does:
    vectors mean, and query encoding is the encoder deployment's business, not the shards';
 2. for each shard count N, writes the shard files with the build's own writer
    (:func:`retriever_server.build.write_index_files`: the ``shards/shard-XXX-of-YYY.faiss`` layout, row ranges on
-   faiss's BLAS blocks), then deploys N :mod:`retriever_server.sharded` shard deployments on Ray Serve (each
+   faiss's BLAS blocks), then deploys N shard deployments of :mod:`retriever_server.ray_app` on Ray Serve (each
    loading only its file) and a small ingress deployment that does what the HTTP ingress does after encoding:
-   the project's micro-batcher, one :class:`~retriever_server.sharded.Fanout` call to every shard at once, and
+   the project's micro-batcher, one :class:`~retriever_server.ray_app.Fanout` call to every shard at once, and
    :func:`~retriever_server.sharded.merge_topk`. The driver calls the ingress through a deployment handle (no
    HTTP: the HTTP layer is the same as the unsharded app's and is measured by ``benchmarks/retriever_load.py``);
 3. measures, per N: q/s of sequential 64-query requests; q/s and p50 of sequential 1-query requests; q/s of
@@ -95,7 +95,8 @@ def ingress_class():
     class VectorIngress:
         def __init__(self, shards: list, specs: list[dict]):
             from retriever_server.batching import MicroBatcher
-            from retriever_server.sharded import Fanout, ShardSpec
+            from retriever_server.ray_app import Fanout
+            from retriever_server.sharded import ShardSpec
 
             self.fanout = Fanout(None, list(zip([ShardSpec(**s) for s in specs], shards, strict=True)))
             self.batcher = MicroBatcher(self._run, max_batch_size=BATCH)
@@ -120,7 +121,7 @@ def ingress_class():
             return result.scores, result.rows
 
         def info(self) -> dict:
-            from retriever_server.sharded import _rss_bytes
+            from retriever_server.ray_app import _rss_bytes
 
             return {"pid": os.getpid(), "rss_bytes": _rss_bytes(), "fanout": self.fanout.counters}
 
@@ -173,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     from ray import serve
 
     from agentrag_verl.testing import local_ray
+    from retriever_server.ray_app import deployment_classes
     from retriever_server.search import import_faiss
-    from retriever_server.sharded import ShardSpec, deployment_classes
+    from retriever_server.sharded import ShardSpec
 
     import_faiss()  # the project's BLAS threshold
     work = Path(args.work)

@@ -17,8 +17,8 @@ module                   what it holds
 ``app``                  the FastAPI app (``create_app``) and ``ServerConfig``
 ``http_guard``           uvicorn's connections with limits on heads, bodies and slow clients
 ``fast_post``            ``/retrieve`` and ``/encode`` answered by those connections, without ASGI
-``ray_app``              the Ray Serve deployment and the ``build_app`` app builder
-``sharded``              sharded indexes: the merge, and the Ray Serve app of encoder + shard deployments
+``sharded``              sharded search: the shard layout, the merge, every shard searched in one process
+``ray_app``              Ray Serve: one-replica and sharded (encoder + shard deployments) apps, ``build_app``
 ``cli``                  ``python -m retriever_server {build,serve,query}``
 =======================  =====================================================================================
 
@@ -46,10 +46,11 @@ _EXPORTS = {
     "run_jobs": "batching",
     "ServerConfig": "app",
     "create_app": "app",
+    "IndexSource": "retriever",
+    "load_source": "retriever",
     "RayServeConfig": "ray_app",
-    "IndexSource": "ray_app",
+    "ShardedConfig": "ray_app",
     "build_app": "ray_app",
-    "load_source": "ray_app",
 }
 
 __all__ = sorted(_EXPORTS)

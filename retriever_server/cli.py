@@ -332,8 +332,7 @@ def _cmd_recall(args: argparse.Namespace) -> int:
 
 
 def _load_args(args: argparse.Namespace):
-    from .ray_app import IndexSource
-    from .retriever import LoadOptions
+    from .retriever import IndexSource, LoadOptions
 
     source = IndexSource(args.index, args.corpus_path, args.retriever_name, args.retriever_model)
     options = LoadOptions(
@@ -382,8 +381,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         health_paths=args.health_paths,
     )
     if args.ray:
-        from .ray_app import RayServeConfig, serve_forever
-        from .sharded import ShardedConfig
+        from .ray_app import RayServeConfig, ShardedConfig, serve_forever
 
         ray_config = RayServeConfig(
             replicas=args.replicas,
@@ -409,7 +407,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ._deps import require
     from .app import create_app
     from .http_guard import listening_socket, uvicorn_config
-    from .ray_app import check_source, load_source
+    from .retriever import check_source, load_source
     from .threads import load_for_serving
 
     uvicorn = require("uvicorn", "Serving over HTTP")
@@ -443,7 +441,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
             return 1
         result = response.json()["result"]
     elif args.index:
-        from .ray_app import load_source
+        from .retriever import load_source
 
         source, options = _load_args(args)
         result = load_source(source, options).retrieve(args.questions, args.topk)

@@ -37,15 +37,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
-from .app import check_declared_length, error_json, head_error, internal_error
+from .app import ServerConfig, check_declared_length, error_json, head_error, internal_error
 from .protocol import RequestError, body_too_large
-
-if TYPE_CHECKING:
-    from .app import ServerConfig
 
 Endpoint = Callable[[bytes, "str | None"], Awaitable[bytes]]
 """``async (body, content_type) -> response body``: what ``create_app`` puts in ``app.state.post_endpoints``."""

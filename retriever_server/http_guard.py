@@ -67,12 +67,10 @@ import socket
 import time
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._deps import require
-
-if TYPE_CHECKING:
-    from .app import ServerConfig
+from .app import ServerConfig
 
 logger = logging.getLogger("retriever_server.http")
 

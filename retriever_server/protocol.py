@@ -36,11 +36,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .batching import JobResult
-    from .corpus_store import CorpusStore
+from .batching import JobResult
+from .corpus_store import CorpusStore
 
 
 @dataclass
@@ -325,7 +324,6 @@ def with_empty_queries(queries: list[str], result: JobResult | None, searched: l
 
     if result is not None and len(searched) == len(queries):
         return result
-    from .batching import JobResult
 
     scores = np.full((len(queries), topk), -np.inf, dtype=np.float32)
     rows = np.full((len(queries), topk), -1, dtype=np.int64)

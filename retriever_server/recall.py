@@ -22,6 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .build import EMBEDDINGS_FILE
+from .cli_common import input_file, read_json_lines
+from .retriever import LoadOptions, Retriever
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -142,8 +146,6 @@ def read_queries(path: str | Path, sample: int | None = None, seed: int = 0) -> 
     Raises:
         ValueError: A JSON line without any of those fields, or a file with no question (the message names it).
     """
-    from .cli_common import input_file, read_json_lines
-
     path = input_file(path, "--recall-queries")
     texts: list[str] = []
     if path.suffix in (".jsonl", ".json"):
@@ -184,9 +186,6 @@ def recall_of_index_dir(
     import dataclasses
 
     import numpy as np
-
-    from .build import EMBEDDINGS_FILE
-    from .retriever import LoadOptions, Retriever
 
     root = Path(index_dir)
     if not (root / EMBEDDINGS_FILE).is_file():

@@ -1,7 +1,9 @@
 """The retriever: encoder + search backend + passage store, loaded from an index directory or Search-R1 files.
 
 :class:`Retriever` is synchronous and not thread-safe; the HTTP app calls it from one worker thread through the
-micro-batcher (:mod:`retriever_server.batching`).
+micro-batcher (:mod:`retriever_server.batching`). :class:`IndexSource` names what to load (an index directory, or
+Search-R1's index file + corpus) and :func:`load_source` loads it, for ``serve`` on uvicorn and the Ray Serve replicas
+alike.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .build import CORPUS_DIR, EMBEDDINGS_FILE, INDEX_FILE, check_index_dir
+from .cli_common import input_file
 from .corpus_store import CorpusStore, convert_corpus, store_is_current
 from .encoders import Encoder, EncoderConfig, TextKind, with_overrides
 from .search import FaissBackend, SearchBackend, TorchBackend, resolve_backend
+from .sharded import ShardedBackend, plan_shards
 
 if TYPE_CHECKING:
     import numpy as np
@@ -105,8 +109,6 @@ class Retriever:
             options.backend, index_type=meta["index_type"], has_embeddings=(root / EMBEDDINGS_FILE).is_file()
         )
         if meta.get("shards", 1) > 1 and backend_name != "torch":  # every shard here, searched in turn and merged
-            from .sharded import ShardedBackend, plan_shards
-
             backend = ShardedBackend.load(
                 plan_shards(root), gpu=backend_name == "faiss-gpu", search_params=options.search_params
             )
@@ -193,6 +195,63 @@ def health_fields(info: dict[str, Any], store: Any, encoder: Any) -> dict[str, A
         "device": encoder.device,
         "encoder_dtype": encoder.dtype_name,
     }
+
+
+@dataclass
+class IndexSource:
+    """Where a server loads its retriever from: an index directory, or Search-R1's index file + corpus."""
+
+    index: str
+    """Index directory (ours) or a faiss index file (Search-R1 ``--index_path``)."""
+    corpus_path: str | None = None
+    """Search-R1 corpus ``.jsonl`` (only with an index file)."""
+    retriever_name: str | None = None
+    """Encoder preset for an index file: ``e5``, ``bge``, ``mean``, ``cls`` (default: from the model name)."""
+    retriever_model: str | None = None
+    """Encoder model for an index file (Search-R1 ``--retriever_model``)."""
+
+
+def check_source(source: IndexSource) -> None:
+    """Refuse an :class:`IndexSource` that cannot load, from what is on disk alone (nothing is read or loaded): a
+    missing path, a folder without a complete index (:func:`~retriever_server.build.check_index_dir`), an index file
+    without ``corpus_path`` / ``retriever_model``, a missing corpus.
+
+    Raises:
+        FileNotFoundError, IsADirectoryError, ValueError: The message says what to pass.
+    """
+    if Path(source.index).is_dir():
+        check_index_dir(source.index)
+        return
+    if not Path(source.index).exists():
+        raise FileNotFoundError(
+            f"--index {source.index} does not exist; pass an index folder made by `python -m retriever_server build`, "
+            "or a faiss index file with --corpus_path and --retriever_model."
+        )
+    if not source.corpus_path or not source.retriever_model:
+        raise ValueError(
+            f"{source.index} is a file, so it is read as a faiss index (Search-R1 layout) and needs --corpus_path "
+            "(the corpus .jsonl it was built from) and --retriever_model (the encoder); or pass an index directory "
+            "made by `python -m retriever_server build`."
+        )
+    input_file(source.corpus_path, "--corpus_path")
+
+
+def load_source(source: IndexSource, options: LoadOptions) -> Retriever:
+    """Load a :class:`Retriever` from an :class:`IndexSource` (checked first by :func:`check_source`).
+
+    Raises:
+        ValueError: An index file without ``corpus_path`` / ``retriever_model``.
+    """
+    check_source(source)
+    if Path(source.index).is_dir():
+        return Retriever.from_index_dir(source.index, options)
+    encoder = EncoderConfig.from_preset(
+        source.retriever_model,
+        source.retriever_name,
+        batch_size=options.encoder_batch_size,
+        num_threads=options.num_threads,
+    )
+    return Retriever.from_searchr1_files(source.index, source.corpus_path, encoder, options)
 
 
 def _load_backend(name: str, index_file: Path, index_root: Path, options: LoadOptions) -> SearchBackend:

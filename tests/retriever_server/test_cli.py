@@ -8,8 +8,7 @@ import pytest
 
 from agentrag_verl.testing import write_corpus
 from retriever_server.cli import build_parser, main
-from retriever_server.ray_app import IndexSource, load_source
-from retriever_server.retriever import LoadOptions
+from retriever_server.retriever import IndexSource, LoadOptions, load_source
 from tests import cli_errors
 
 from .conftest import synthetic_corpus

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from agentrag_verl.demo.servers import free_port
-from retriever_server.ray_app import IndexSource, RayServeConfig, _coerce, build_app
-from retriever_server.retriever import LoadOptions
+from retriever_server.ray_app import RayServeConfig, _coerce, build_app
+from retriever_server.retriever import IndexSource, LoadOptions
 
 from .test_app import _concurrent
 

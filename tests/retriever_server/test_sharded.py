@@ -14,14 +14,8 @@ import pytest
 from agentrag_verl.testing import write_corpus
 from retriever_server.build import BuildConfig, build_index, check_index_dir
 from retriever_server.encoders import EncoderConfig
-from retriever_server.sharded import (
-    Fanout,
-    ShardedBackend,
-    ShardSpec,
-    ShardUnavailable,
-    merge_topk,
-    plan_shards,
-)
+from retriever_server.ray_app import Fanout, ShardUnavailable
+from retriever_server.sharded import ShardedBackend, ShardSpec, merge_topk, plan_shards
 
 from .conftest import synthetic_corpus
 
@@ -237,8 +231,9 @@ def test_serving_as_another_shard_count(tmp_path, flat_dir, corpus300, tiny_bert
 
 def test_sharded_app_options(tmp_path, flat_dir, capsys):
     from retriever_server.cli import main
-    from retriever_server.ray_app import IndexSource, _coerce, build_app
-    from retriever_server.sharded import ShardedConfig, shard_bytes, wants_sharding
+    from retriever_server.ray_app import ShardedConfig, _coerce, build_app, wants_sharding
+    from retriever_server.retriever import IndexSource
+    from retriever_server.sharded import shard_bytes
 
     parsed = _coerce(ShardedConfig, {"shards": "4", "cpus_per_shard": "0.5", "reserve_memory": "false"})
     assert parsed == ShardedConfig(shards=4, cpus_per_shard=0.5, reserve_memory=False)
@@ -341,7 +336,7 @@ def slow_shard_starts():
     killed shard is away long enough for requests to meet the restart."""
     import os
 
-    from retriever_server.sharded import SHARD_START_DELAY_ENV
+    from retriever_server.ray_app import SHARD_START_DELAY_ENV
 
     before = os.environ.get(SHARD_START_DELAY_ENV)
     os.environ[SHARD_START_DELAY_ENV] = "4"

@@ -70,7 +70,7 @@ def test_serve_loads_the_index_in_the_thread_that_runs_its_batches(index_dir):
     # Loading runs torch's parallel regions; in another thread than the batches' it leaves OpenMP two teams
     # (retriever_server/threads.py). What the load made is then frozen out of the garbage collector's scans.
     code = (
-        "import gc, threading; from retriever_server import app, cli, ray_app\n"
+        "import gc, threading; from retriever_server import app, cli, retriever\n"
         "loaded = []\n"
         "def probe(source, options):\n"
         "    print(threading.current_thread().name)\n"
@@ -79,7 +79,7 @@ def test_serve_loads_the_index_in_the_thread_that_runs_its_batches(index_dir):
         "def create_app(retriever, server):\n"
         "    print(retriever is loaded, gc.get_freeze_count() > 50000)\n"
         "    raise SystemExit(0)\n"
-        "ray_app.load_source = probe\n"
+        "retriever.load_source = probe\n"
         "app.create_app = create_app\n"
         f"cli.main(['serve', '--index', {str(index_dir)!r}])\n"
     )
