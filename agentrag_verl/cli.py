@@ -13,18 +13,23 @@ import sys
 
 from agentrag_verl.cli_common import OneLineParser, add_debug_flag, run_main
 
-# Subcommand modules, in help order.
-COMMAND_MODULES = [
+# The shared subcommand modules, in help order; each method's own follow (Method.commands, in method order).
+SHARED_COMMAND_MODULES = [
     "agentrag_verl.doctor",
     "agentrag_verl.local_cpu.train_local",
     "agentrag_verl.preflight",
     "agentrag_verl.data.cli",
-    "agentrag_verl.methods.searchp1.planners.cli",
     "agentrag_verl.eval.cli",
     "agentrag_verl.warmstart.cli",
     "agentrag_verl.warmstart.sft_local",
-    "agentrag_verl.methods.reasonrag.cli",
 ]
+
+
+def command_modules() -> list[str]:
+    """Every subcommand module: the shared ones, then those the methods declare."""
+    from agentrag_verl.registry import methods
+
+    return SHARED_COMMAND_MODULES + [module for m in methods() for module in m.commands]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     add_debug_flag(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMAND_MODULES:
+    for module in command_modules():
         importlib.import_module(module).add_parser(subparsers)
     return parser
 

@@ -58,7 +58,9 @@ def normalize_answer(s: str, punct: Literal["delete", "space"] = "delete") -> st
     elif punct == "space":
         table = _SPACE_PUNCT
     else:
-        raise ValueError(f'Unknown punct mode {punct!r}; choose "delete" (SQuAD/FlashRAG) or "space" (HiPRAG).')
+        raise ValueError(
+            f'Unknown punct mode {punct!r}; choose "delete" (SQuAD/FlashRAG) or "space" (punctuation becomes a space).'
+        )
     text = s.lower().translate(table)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())

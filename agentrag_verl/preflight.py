@@ -115,7 +115,7 @@ def _ignored_max_num_gen_batches(cfg: Any) -> str | None:
             f"algorithm.filter_groups.max_num_gen_batches={limit}: verl 0.9.1's V1 replay buffer ignores it (it only "
             "logs a warning), so dynamic sampling would regenerate without bound; set "
             f"trainer.v1.sampler.custom_sampler to {sampler} "
-            "(recipes/multistage does), or set max_num_gen_batches=0 for unbounded regeneration"
+            "(the multi-stage recipe does), or set max_num_gen_batches=0 for unbounded regeneration"
         )
     return None
 

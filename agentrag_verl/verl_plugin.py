@@ -23,15 +23,19 @@ def _activate_local_cpu_mode() -> None:
 _activate_local_cpu_mode()
 
 
-def _register_reward_managers() -> None:
-    """Names ``searchr1``, ``hiprag``, ``multistage``, ``searchp1``, ``autosearch`` in verl's reward-loop registry,
-    registered lazily when verl imports its reward-manager package (see :mod:`agentrag_verl.rewards.registration`)."""
+def _register_reward_managers_and_agent_loops() -> None:
+    """The declared methods' reward managers in verl's reward-loop registry (see
+    :mod:`agentrag_verl.rewards.registration`) and their agent loops in verl's agent-loop registry
+    (:func:`agentrag_verl.agent_loops.register_in_verl`), each when verl imports that registry's module."""
+    from agentrag_verl._post_import import when_imported
+    from agentrag_verl.agent_loops import VERL_AGENT_LOOP_MODULE, register_in_verl
     from agentrag_verl.rewards.registration import install
 
     install()
+    when_imported(VERL_AGENT_LOOP_MODULE, register_in_verl)
 
 
-_register_reward_managers()
+_register_reward_managers_and_agent_loops()
 
 
 def package_path(relative: str) -> str:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from agentrag_verl.formats import Step, Trajectory, available_formats, get_format
-from agentrag_verl.methods.searchr1 import grammar as searchr1
+from agentrag_verl.methods.autosearch import grammar as autosearch
 
 _VOCAB = (
     "the of and in to was is for on as by with he at from his an were are which this also be has or had first one "
@@ -63,7 +63,7 @@ def _trajectory(name: str, rng: random.Random) -> Trajectory:
                 steps.append(Step("search", (0, 0), reasoning(), query(), _docs(rng), conclusion=_words(rng, 5, 20)))
             else:
                 steps.append(Step("non_search", (0, 0), reasoning(), conclusion=_words(rng, 5, 20)))
-    elif name == "searchr1":
+    elif name in ("searchr1", "autosearch"):  # the same tags
         steps = [Step("search", (0, 0), reasoning(), query(), _docs(rng)) for _ in range(n_steps - 1)]
         steps.append(Step("non_search", (0, 0), reasoning()))
     elif name == "multistage":
@@ -116,7 +116,7 @@ def main() -> None:
         chars = statistics.mean(len(t) for t in texts)
         checks = [("check_format", fmt.check_format), ("parse", fmt.parse)]
         if name == "searchr1":
-            checks.append(("step_validity (AutoSearch)", searchr1.step_validity))
+            checks.append(("step_validity (AutoSearch)", autosearch.step_validity))
         for label, fn in checks:
             rows.append((name, label, chars, _throughput(fn, texts, args.repeat)))
 

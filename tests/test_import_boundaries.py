@@ -4,7 +4,11 @@
 - no shared module (anything in ``agentrag_verl`` outside ``methods/``) imports a method;
 - ``agentrag_verl`` and ``retriever_server`` import each other only in test fixtures (``agentrag_verl/testing``): the
   retriever is a service deployable on its own, and the trainer talks to it over HTTP only;
-- no production module imports ``agentrag_verl.testing``.
+- no production module imports ``agentrag_verl.testing``;
+- no shared module **names** a method either: a method's name in an identifier or in a string (other than a
+  docstring) of shared code fails, so the shared code can only reach a method through the registry
+  (``agentrag_verl.registry.Method``). Prose (docstrings, comments) may cite the papers. The test fixtures
+  (``agentrag_verl/testing``) play specific formats and are not shared code.
 
 Every ``import`` statement of a module counts, at top level or inside a function: a lazy import is still a
 dependency.
@@ -104,4 +108,72 @@ def test_agentrag_verl_and_retriever_server_import_each_other_only_in_fixtures()
 def test_no_production_module_imports_the_test_fixtures():
     production = [*modules_under(PACKAGE, exclude=TESTING), *modules_under(ROOT / "retriever_server")]
     offenders = {str(p.relative_to(ROOT)): _imports_any(p, ("agentrag_verl.testing",)) for p in production}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+METHOD_NAMES = sorted(p.name for p in METHODS.iterdir() if (p / "__init__.py").exists())
+ALLOWED_STRINGS = {
+    # verl's data_source convention of its search examples (``val-core/searchR1_nq/acc``), not our method
+    "searchR1_",
+}
+
+
+def method_names_in_code(path: Path, names: list[str]) -> list[str]:
+    """``"<line>: <text>"`` for every identifier or non-docstring string of ``path`` that contains one of ``names``
+    (case-insensitive). Docstrings (module, class, function and attribute docstrings) and comments are prose."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    }
+    found = []
+    for node in ast.walk(tree):
+        texts: list[str] = []
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            texts = [node.value]
+        elif isinstance(node, ast.Name):
+            texts = [node.id]
+        elif isinstance(node, ast.Attribute):
+            texts = [node.attr]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            texts = [node.name]
+        elif isinstance(node, ast.arg):
+            texts = [node.arg]
+        elif isinstance(node, ast.keyword) and node.arg:
+            texts = [node.arg]
+        elif isinstance(node, ast.alias):
+            texts = [node.name, node.asname or ""]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            texts = [node.module]
+        for text in texts:
+            if text in ALLOWED_STRINGS:
+                continue
+            if any(name in text.lower() for name in names):
+                found.append(f"{getattr(node, 'lineno', '?')}: {text[:80]!r}")
+    return found
+
+
+def test_the_name_scanner_sees_identifiers_and_strings_but_not_prose(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        '"""Module prose may cite HiPRAG."""\n'
+        "# so may comments: hiprag\n"
+        "def reward_of(x):\n"
+        '    """HiPRAG Eq. 1."""\n'
+        '    if x == "hiprag":\n'
+        "        return HIPRAG_DEFAULTS\n"
+        "    table = {'autosearch': 1}\n"
+        "    return table\n"
+    )
+    assert method_names_in_code(probe, METHOD_NAMES) == ["5: 'hiprag'", "6: 'HIPRAG_DEFAULTS'", "7: 'autosearch'"]
+
+
+def test_shared_code_never_names_a_method():
+    assert len(METHOD_NAMES) >= 6
+    offenders = {
+        str(p.relative_to(ROOT)): method_names_in_code(p, METHOD_NAMES)
+        for p in modules_under(PACKAGE, exclude=METHODS)
+        if TESTING not in p.parents and p.parent != METHODS
+    }
     assert {k: v for k, v in offenders.items() if v} == {}

@@ -30,7 +30,7 @@ def test_listings_do_not_depend_on_which_method_was_imported_first():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == (
         "['searchr1', 'hiprag', 'multistage', 'searchp1', 'autosearch'] "
-        "['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1'] "
+        "['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1', 'autosearch'] "
         "['searchr1', 'hiprag', 'multistage', 'reasonrag', 'searchp1', 'autosearch']\n"
         "Unknown reward manager 'hipragg'; choose one of ['searchr1', 'hiprag', 'multistage', 'searchp1', 'autosearch']"
     )

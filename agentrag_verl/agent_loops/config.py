@@ -31,9 +31,9 @@ class SearchLoopConfig:
     """Options of :class:`~agentrag_verl.agent_loops.search_agent_loop.SearchAgentLoop` and
     :class:`~agentrag_verl.methods.reasonrag.agent_loop.ReasonRAGAgentLoop`."""
 
-    format: str = "searchr1"
-    """Trajectory format (:func:`agentrag_verl.formats.get_format`): searchr1, autosearch, hiprag, multistage,
-    searchp1, reasonrag."""
+    format: str = ""
+    """Trajectory format (:func:`agentrag_verl.formats.get_format`): a method's name. Every entry of the agent-loop
+    YAML sets it (the generated one does)."""
     retriever_url: str = DEFAULT_RETRIEVER_URL
     """Search-R1 wire-format endpoint (``POST /retrieve``) of the retriever server."""
     retriever_topk: int = 3
@@ -73,6 +73,11 @@ class SearchLoopConfig:
     """Sampling temperature of auxiliary generations; ``None`` reuses the rollout's sampling parameters."""
 
     def __post_init__(self) -> None:
+        if not str(self.format).strip():
+            raise ValueError(
+                "The agent loop has no format: set `format: <method>` in its agent-loop YAML entry (or "
+                "actor_rollout_ref.rollout.custom.agentrag.format)."
+            )
         if self.observation_truncation_side not in ("left", "right", "middle"):
             raise ValueError(
                 f"Unknown observation_truncation_side {self.observation_truncation_side!r}; choose one of "

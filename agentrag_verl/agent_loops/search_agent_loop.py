@@ -23,7 +23,9 @@ One loop, driven by the format's :class:`~agentrag_verl.formats.ActionSpec`:
    budget, and an observation that does not fit is cut and ends the episode.
 
 A retriever failure (after the client's retries) becomes an observation saying so; the trajectory continues and
-the failure is counted. Auxiliary policy generations (HiPRAG re-answers, AutoSearch intermediate answers) go
+the failure is counted. Auxiliary policy generations (a method's loop adds them through
+:meth:`SearchAgentLoop.after_search` and :meth:`SearchAgentLoop.after_retrieval_step`: HiPRAG's re-answers,
+AutoSearch's intermediate answers) go
 through the same ``server_manager``, run concurrently with the trajectory, never enter the response tokens, and are
 recorded in ``extra_fields`` (:mod:`agentrag_verl.agent_loops.fields`) with their cost, keyed by the index of the
 step record they belong to (:mod:`agentrag_verl.agent_loops.steps` maps them back to steps).
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
@@ -47,10 +50,9 @@ from agentrag_verl.agent_loops.sampling import check_rollout_engine, stop_params
 from agentrag_verl.agent_loops.steps import step_record
 from agentrag_verl.formats import Format, get_format
 from agentrag_verl.formats.base import format_docs
-from agentrag_verl.metrics import extract_answer
 from agentrag_verl.tools.retriever_client import RetrievalError, doc_id, get_retriever_client
 
-__all__ = ["SearchAgentLoop", "Rollout", "truncate_tokens", "question_of"]
+__all__ = ["SearchAgentLoop", "Rollout", "BatchScope", "batch_scope", "truncate_tokens", "question_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -182,12 +184,13 @@ class Rollout:
         }
 
 
-class _BatchScope:
-    """Re-answers shared by the trajectories running concurrently in one worker (≈ one worker batch).
+class BatchScope:
+    """Auxiliary generations shared by the trajectories running concurrently in one worker (≈ one worker batch),
+    e.g. the re-answer of a query that several trajectories searched.
 
     verl starts every sample of a worker batch as a task at once; the cache lives while at least one agentrag
-    trajectory is running in this event loop and is cleared when the last one ends, so identical queries are
-    re-answered once per batch and never with the weights of an earlier step.
+    trajectory is running in this event loop and is cleared when the last one ends, so identical requests
+    are generated once per batch and never with the weights of an earlier step.
     """
 
     def __init__(self) -> None:
@@ -204,14 +207,15 @@ class _BatchScope:
             self.cache.clear()
 
 
-_SCOPES: dict[int, _BatchScope] = {}
+_SCOPES: dict[int, BatchScope] = {}
 
 
-def _scope() -> _BatchScope:
+def batch_scope() -> BatchScope:
+    """The :class:`BatchScope` of the running event loop."""
     loop = asyncio.get_running_loop()
     scope = _SCOPES.get(id(loop))
     if scope is None:
-        scope = _SCOPES[id(loop)] = _BatchScope()
+        scope = _SCOPES[id(loop)] = BatchScope()
     return scope
 
 
@@ -387,45 +391,19 @@ class SearchAgentLoop(AgentLoopBase):
         state.timings[F.TIME_AUX] += time.perf_counter() - t0
         return self.decode(ids)
 
-    async def reanswer(self, state: Rollout, step: int, query: str, sampling_params: dict[str, Any]) -> None:
-        """HiPRAG over-search re-answer o' of a search query (§3.2), shared across the batch scope."""
-        params = self.aux_params(sampling_params, self.options.reanswer_max_tokens)
-        key = (query, int(self.options.reanswer_max_tokens))
-        scope = _scope()
-        future = scope.cache.get(key)
-        if future is None:
-            future = asyncio.get_running_loop().create_future()
-            scope.cache[key] = future
-            prompt = self.format.prompts.get("reanswer") or get_format("hiprag").prompts["reanswer"]
-            messages = prompt.messages("", query=query)
-            try:
-                text = await self.aux_generate(state, messages, params)
-            except Exception as e:  # the trajectory must not fail because of an auxiliary generation
-                scope.cache.pop(key, None)
-                future.set_exception(e)
-                future.exception()  # mark retrieved
-                logger.warning("re-answer generation failed for %r: %r", query, e)
-                return
-            future.set_result(text)
-        else:
-            try:
-                text = await asyncio.shield(future)
-            except Exception:
-                return
-        state.reanswers.append({F.AUX_STEP: step, F.AUX_QUERY: query, F.AUX_TEXT: text})
+    def after_search(
+        self, state: Rollout, step: int, query: str, sampling_params: dict[str, Any]
+    ) -> list[Coroutine[Any, Any, None]]:
+        """Auxiliary generations to start once a search of ``query`` (record ``step``) was run, before its
+        observation is appended; none here. A method's loop overrides it (HiPRAG's re-answers)."""
+        return []
 
-    async def intermediate_answer(
-        self, state: Rollout, step: int, question: str, trajectory: str, sampling_params: dict[str, Any]
-    ) -> None:
-        """AutoSearch intermediate answer a_t (Prompt 1, Eq. 5) from the trajectory so far."""
-        prompt = self.format.prompts.get("intermediate_answer") or get_format("searchr1").prompts["intermediate_answer"]
-        params = self.aux_params(sampling_params, self.options.intermediate_answer_max_tokens)
-        try:
-            text = await self.aux_generate(state, prompt.messages(question, trajectory=trajectory), params)
-        except Exception as e:
-            logger.warning("intermediate-answer generation failed at step %d: %r", step, e)
-            return
-        state.intermediate_answers.append({F.AUX_STEP: step, F.AUX_TEXT: text, F.AUX_ANSWER: extract_answer(text)})
+    def after_retrieval_step(
+        self, state: Rollout, step: int, question: str, sampling_params: dict[str, Any]
+    ) -> list[Coroutine[Any, Any, None]]:
+        """Auxiliary generations to start after each retrieval step's observation (an empty query's included);
+        none here. A method's loop overrides it (AutoSearch's intermediate answers)."""
+        return []
 
     def output(self, state: Rollout, prompt_ids: list[int]) -> AgentLoopOutput:
         """Build verl's output (response capped at ``response_length``)."""
@@ -463,7 +441,7 @@ class SearchAgentLoop(AgentLoopBase):
         Returns:
             The :class:`AgentLoopOutput` with ``extra_fields`` of :mod:`~agentrag_verl.agent_loops.fields`.
         """
-        scope = _scope()
+        scope = batch_scope()
         scope.enter()
         t_start = time.perf_counter()
         state = Rollout()
@@ -539,14 +517,11 @@ class SearchAgentLoop(AgentLoopBase):
                 step = state.add_step(
                     F.KIND_SEARCH, end_index, query=query, doc_ids=doc_ids, retriever_error=error, observed=True
                 )
-                if self.options.reanswers:
-                    aux_tasks.append(asyncio.create_task(self.reanswer(state, step, query, sampling_params)))
+                aux_tasks.extend(map(asyncio.create_task, self.after_search(state, step, query, sampling_params)))
                 self.append_observation(state, self.observation_text(docs_text))
-            if self.options.intermediate_answers:
-                trajectory = self.decode(state.response_ids)
-                aux_tasks.append(
-                    asyncio.create_task(self.intermediate_answer(state, step, question, trajectory, sampling_params))
-                )
+            aux_tasks.extend(
+                map(asyncio.create_task, self.after_retrieval_step(state, step, question, sampling_params))
+            )
         state.length_exhausted = True
 
     def tokens_before(self, ids: list[int], char_index: int) -> int:

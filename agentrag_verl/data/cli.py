@@ -20,7 +20,7 @@ import sys
 from agentrag_verl.cli_common import output_dir, plain_name, positive_int, report_error
 
 from .flashrag import DataSourceError
-from .prepare import DATA_SOURCE_PREFIX, PRESETS, OutputSpec, SourceSpec, prepare_outputs
+from .prepare import DATA_SOURCE_PREFIX, OutputSpec, SourceSpec, prepare_outputs, presets
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -30,9 +30,10 @@ def _prepare(args: argparse.Namespace) -> int:
         print("agentrag-verl data prepare: error: give exactly one of --preset NAME or --input FILE", file=sys.stderr)
         return 2
     if args.preset is not None:
-        if args.preset not in PRESETS:
+        known = presets()
+        if args.preset not in known:
             print(
-                f"agentrag-verl data prepare: error: unknown preset {args.preset!r}; choose one of {sorted(PRESETS)} "
+                f"agentrag-verl data prepare: error: unknown preset {args.preset!r}; choose one of {sorted(known)} "
                 "(agentrag-verl data presets lists them)",
                 file=sys.stderr,
             )
@@ -44,7 +45,7 @@ def _prepare(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        outputs = PRESETS[args.preset].outputs
+        outputs = known[args.preset].outputs
     else:
         name = args.name or Path(args.input).stem
         outputs = (OutputSpec(args.split, args.split, (SourceSpec(name, args.split, path=args.input),)),)
@@ -78,12 +79,14 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _presets(args: argparse.Namespace) -> int:
-    for name, preset in PRESETS.items():
+    for name, preset in presets().items():
         print(f"{name}: {preset.description}")
     return 0
 
 
 def add_parser(subparsers) -> None:
+    from agentrag_verl.registry import method_names
+
     p = subparsers.add_parser("data", help="Prepare verl parquet datasets from FlashRAG-layout QA files.")
     sub = p.add_subparsers(dest="data_command", metavar="DATA_COMMAND", required=True)
     prep = sub.add_parser(
@@ -93,13 +96,13 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = prep.add_argument_group("what to read")
-    src.add_argument("--preset", help=f"dataset preset: {', '.join(PRESETS)}")
+    src.add_argument("--preset", help=f"dataset preset: {', '.join(presets())}")
     src.add_argument("--input", help="one FlashRAG-layout .jsonl file (instead of a preset)")
     src.add_argument("--name", help="dataset name of --input (data_source suffix, id prefix; default: file stem)")
     src.add_argument("--split", default="train", help="split label of --input rows and output file name (train)")
     src.add_argument("--flashrag-dir", help="local copy of RUC-NLPIR/FlashRAG_datasets (<dir>/<dataset>/<split>.jsonl)")
     src.add_argument("--hub", action="store_true", help="download the benchmarks from the Hugging Face hub")
-    prep.add_argument("--format", required=True, help="trajectory format: searchr1, autosearch, hiprag, ...")
+    prep.add_argument("--format", required=True, help=f"trajectory format: {', '.join(method_names())}")
     prep.add_argument("--out", required=True, help="output directory (<out>/<split>.parquet, manifest.json)")
     prep.add_argument("--agent-name", help="agent_name column (default: the format's agent loop)")
     prep.add_argument(

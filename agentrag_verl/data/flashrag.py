@@ -31,7 +31,7 @@ from agentrag_verl.jsonl import JsonLinesError, read_json_lines
 
 __all__ = [
     "HF_REPO",
-    "SEARCH_R1_TEST_SETS",
+    "TEST_SETS",
     "EVAL_SPLIT_ORDER",
     "DataSourceError",
     "Question",
@@ -46,7 +46,7 @@ __all__ = [
 HF_REPO = "RUC-NLPIR/FlashRAG_datasets"
 """Hugging Face dataset holding the FlashRAG benchmarks (one config per benchmark)."""
 
-SEARCH_R1_TEST_SETS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+TEST_SETS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 """The seven test sets every paper reports, by FlashRAG config name, in Search-R1's order."""
 
 EVAL_SPLIT_ORDER = ("test", "dev", "train")

@@ -6,7 +6,7 @@ One parquet row (what verl's ``RLHFDataset``, our agent loops and our reward man
   Search-R1-style runs; change the prefix with ``data_source_prefix``);
 - ``prompt``: chat messages of the format's paper prompt with the question (:attr:`Format.prompt`);
 - ``ability``: ``fact-reasoning``;
-- ``agent_name``: the agent loop of the format (:data:`agentrag_verl.agent_loops.AGENT_NAMES`);
+- ``agent_name``: the agent loop of the format's method (:attr:`agentrag_verl.registry.Method.agent_name`);
 - ``reward_model``: ``{"style": "rule", "ground_truth": {"target": [gold answers]}}``;
 - ``extra_info``: ``{"index", "split", "question", "id", "source_id"}``. ``index`` numbers the rows of the file;
   ``id`` is ``<dataset>/<source id>``, unique across a mix of benchmarks (FlashRAG ids such as ``train_0`` repeat
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .flashrag import (
-    SEARCH_R1_TEST_SETS,
+    TEST_SETS,
     DataSourceError,
     Question,
     eval_split,
@@ -52,7 +52,9 @@ __all__ = [
     "SourceSpec",
     "OutputSpec",
     "Preset",
-    "PRESETS",
+    "SHARED_PRESETS",
+    "TEST7",
+    "presets",
     "build_rows",
     "select_rows",
     "write_parquet",
@@ -104,64 +106,36 @@ class Preset:
     outputs: tuple[OutputSpec, ...]
 
 
-_TEST7 = tuple(SourceSpec(d) for d in SEARCH_R1_TEST_SETS)
-VAL_PER_TEST_SET = 200
-"""Questions per test set in the validation sample of ``searchr1_nq_hotpotqa`` (Bamboogle has 125: all of them)."""
+TEST7 = tuple(SourceSpec(d) for d in TEST_SETS)
+"""The seven test sets, one source each (for a method's presets)."""
 
-PRESETS: dict[str, Preset] = {
-    # Search-R1's nq_hotpotqa_train (scripts/nq_hotpotqa/data_process.sh): NQ + HotpotQA train, the seven test
-    # sets merged for validation. Used by Search-R1, HiPRAG (§4.3), AutoSearch (App. C), Search-P1.
-    # val.parquet: a fixed sample of each test set for checkpoint selection during training (Search-P1 B.4 picks the
-    # checkpoint with the best validation accuracy, validating every 10 steps: 1,400 questions instead of ~51k).
-    "searchr1_nq_hotpotqa": Preset(
-        "Search-R1 training mix: NQ + HotpotQA train -> train.parquet; the seven test sets -> test.parquet; "
-        f"{VAL_PER_TEST_SET} random questions of each -> val.parquet",
-        (
-            OutputSpec("train", "train", (SourceSpec("nq", "train"), SourceSpec("hotpotqa", "train"))),
-            OutputSpec("test", "test", _TEST7),
-            OutputSpec("val", "val", tuple(SourceSpec(s.dataset, sample=VAL_PER_TEST_SET) for s in _TEST7)),
-        ),
-    ),
-    # Multi-stage paper B.3: 2WikiMultihopQA split 80% train / 20% validation.
-    "2wiki_80_20": Preset(
-        "Multi-stage (B.3): 2WikiMultihopQA train split shuffled, 80% -> train.parquet, 20% -> val.parquet",
-        (
-            OutputSpec("train", "train", (SourceSpec("2wikimultihopqa", "train", fraction=(0.0, 0.8)),)),
-            OutputSpec("val", "val", (SourceSpec("2wikimultihopqa", "train", fraction=(0.8, 1.0)),)),
-        ),
-    ),
+SHARED_PRESETS: dict[str, Preset] = {
     # the seven benchmarks every paper reports, one file each plus the merged file
     "test7": Preset(
         "The seven test sets (NQ, TriviaQA, PopQA, HotpotQA, 2Wiki, MuSiQue, Bamboogle): test_<dataset>.parquet "
         "each and test.parquet merged",
-        tuple(OutputSpec(f"test_{s.dataset}", "test", (s,)) for s in _TEST7) + (OutputSpec("test", "test", _TEST7),),
-    ),
-    # ReasonRAG §2.3: RAG-ProGuide questions are 3,000 random questions each of PopQA, HotpotQA, 2Wiki; the
-    # outcome-RL baseline (§3.4, RL-ORL) trains Search-R1-style on the same questions. PopQA has one split (test), so
-    # its 3,000 training questions come from it and test.parquet holds the rest of PopQA (docs/methods/reasonrag.md).
-    "reasonrag_questions": Preset(
-        "ReasonRAG (§2.3): 3,000 random questions each of PopQA, HotpotQA and 2WikiMultihopQA -> train.parquet; "
-        "PopQA (all but the training questions), HotpotQA, 2Wiki, Bamboogle, MuSiQue test sets (§3.1) -> test.parquet",
-        (
-            OutputSpec(
-                "train",
-                "train",
-                (
-                    SourceSpec("popqa", "test", sample=3000),
-                    SourceSpec("hotpotqa", "train", sample=3000),
-                    SourceSpec("2wikimultihopqa", "train", sample=3000),
-                ),
-            ),
-            OutputSpec(
-                "test",
-                "test",
-                (SourceSpec("popqa", "test", except_sample=3000),)
-                + tuple(SourceSpec(d) for d in ("hotpotqa", "2wikimultihopqa", "bamboogle", "musique")),
-            ),
-        ),
+        tuple(OutputSpec(f"test_{s.dataset}", "test", (s,)) for s in TEST7) + (OutputSpec("test", "test", TEST7),),
     ),
 }
-"""Dataset presets by name (``agentrag-verl data prepare --preset NAME``)."""
+"""The presets no paper owns; each method declares its own (:attr:`agentrag_verl.registry.Method.data_presets`)."""
+
+
+def presets() -> dict[str, Preset]:
+    """Every dataset preset by name (``agentrag-verl data prepare --preset NAME``): the methods' own, in method order,
+    then the shared ones.
+
+    Raises:
+        ValueError: Two methods declare the same preset name.
+    """
+    from agentrag_verl.registry import methods
+
+    out: dict[str, Preset] = {}
+    for method in methods():
+        for name, preset in (method.load("data_presets") or {}).items():
+            if name in out:
+                raise ValueError(f"Dataset preset {name!r} is declared twice (method {method.name!r} too).")
+            out[name] = preset
+    return out | SHARED_PRESETS
 
 
 def select_rows(rows: Sequence[Question], spec: SourceSpec, seed: int) -> list[Question]:
@@ -216,20 +190,21 @@ def build_rows(
         rows: The QA rows.
         split: Value of ``extra_info.split``.
         format_name: Trajectory format whose prompt is used (:func:`agentrag_verl.formats.get_format`).
-        agent_name: Agent loop name; default: the format's loop in ``AGENT_NAMES``.
+        agent_name: Agent loop name; default: the loop of the format's method.
         data_source_prefix: Prefix of ``data_source``.
         add_question_mark: End questions with ``?`` (Search-R1).
         start_index: ``extra_info.index`` of the first row.
     """
-    from agentrag_verl.agent_loops import AGENT_NAMES
     from agentrag_verl.formats import get_format
+    from agentrag_verl.registry import methods
 
     fmt = get_format(format_name)
     key = format_name.strip().lower()
     if agent_name is None:
-        if key not in AGENT_NAMES:
-            raise ValueError(f"no agent loop for format {format_name!r}; pass agent_name (one of {AGENT_NAMES})")
-        agent_name = AGENT_NAMES[key]
+        loops = {m.name: m.agent_name for m in methods()}
+        if key not in loops:
+            raise ValueError(f"no agent loop for format {format_name!r}; pass agent_name (one of {loops})")
+        agent_name = loops[key]
     out = []
     for offset, qa in enumerate(rows):
         question = normalize_question(qa.question, add_question_mark)

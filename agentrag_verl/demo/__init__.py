@@ -3,5 +3,5 @@
 See :mod:`agentrag_verl.demo.main` for the story; :mod:`~agentrag_verl.demo.pipeline` runs its stages (also for
 ``benchmarks/learning.py``); :mod:`~agentrag_verl.demo.models` converts SmolLM2 and finds MiniLM;
 :mod:`~agentrag_verl.demo.servers` runs the retriever and vLLM servers as child processes;
-:mod:`~agentrag_verl.demo.standin_judge` is the rule-based stand-in judge.
+the stand-in judge is :mod:`agentrag_verl.standin`.
 """

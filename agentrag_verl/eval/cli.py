@@ -68,19 +68,21 @@ def quiet_known_warnings() -> None:
 
 
 def _formats(values: list[str] | None) -> list[str]:
+    from agentrag_verl.registry import methods
+
     out: list[str] = []
-    for value in values or ["searchr1"]:
+    for value in values or [methods()[0].name]:  # the first method: the baseline
         out += [v.strip() for v in value.split(",") if v.strip()]
     return out
 
 
 def _rewards(value: str | None) -> list[str]:
-    from agentrag_verl.eval.rewards import DESIGN_FORMATS
+    from agentrag_verl.eval.rewards import design_formats
 
     if not value or value == "none":
         return []
     if value == "all":
-        return list(DESIGN_FORMATS)
+        return list(design_formats())
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
@@ -90,9 +92,10 @@ def check_args(args: argparse.Namespace) -> None:
     Raises:
         ValueError, OSError: The message names the flag, what is wrong and the valid choices.
     """
-    from agentrag_verl.agent_loops import AGENT_NAMES
-    from agentrag_verl.eval.rewards import DESIGN_FORMATS
+    from agentrag_verl.eval.rewards import design_formats
+    from agentrag_verl.registry import methods
 
+    known_formats, designs = sorted(m.name for m in methods()), sorted(design_formats())
     for flag, url in (
         ("--base-url", args.base_url),
         ("--retriever-url", args.retriever_url),
@@ -101,14 +104,12 @@ def check_args(args: argparse.Namespace) -> None:
         if url is not None and not url.startswith(("http://", "https://")):
             raise ValueError(f"{flag} {url!r} is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
     formats = [f.lower() for f in _formats(args.format)]
-    unknown = [f for f in formats if f not in AGENT_NAMES]
+    unknown = [f for f in formats if f not in known_formats]
     if unknown or not formats:
-        raise ValueError(f"Unknown or missing format(s) {unknown}; choose from {sorted(AGENT_NAMES)} (--format).")
-    unknown = [d for d in _rewards(args.rewards) if d not in DESIGN_FORMATS]
+        raise ValueError(f"Unknown or missing format(s) {unknown}; choose from {known_formats} (--format).")
+    unknown = [d for d in _rewards(args.rewards) if d not in designs]
     if unknown:
-        raise ValueError(
-            f"Unknown reward design(s) {unknown}; choose from {sorted(DESIGN_FORMATS)}, all or none (--rewards)."
-        )
+        raise ValueError(f"Unknown reward design(s) {unknown}; choose from {designs}, all or none (--rewards).")
     if args.judge_base_url and not args.judge_model:
         raise ValueError("--judge-base-url needs --judge-model (the model name the judge endpoint serves).")
     if args.top_p > 1:
@@ -196,6 +197,10 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> None:
     from agentrag_verl.eval.data import DEFAULT_SPLIT
+    from agentrag_verl.eval.rewards import design_formats
+    from agentrag_verl.registry import method_names
+
+    names = method_names()
 
     p = subparsers.add_parser(
         "eval",
@@ -224,18 +229,16 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument(
         "--format",
         action="append",
-        help="Trajectory format(s) (repeatable or comma-separated): searchr1, autosearch, hiprag, multistage, "
-        "searchp1, reasonrag. Default searchr1.",
+        help=f"Trajectory format(s) (repeatable or comma-separated): {', '.join(names)}. Default {names[0]}.",
     )
     g.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve", help="Retriever POST /retrieve URL.")
     g.add_argument("--topk", type=positive_int, help="Passages per query (default: each loop's paper value).")
-    g.add_argument(
-        "--prompt-name", help="A named prompt of the format (e.g. hiprag_compact); default: the paper's prompt."
-    )
+    g.add_argument("--prompt-name", help="A named prompt of the format (Format.prompts); default: the paper's prompt.")
     g.add_argument(
         "--budget",
         type=non_negative_int,
-        help="Budget B of each format's rollout: search turns, or steps for HiPRAG (Alg. 1); default: the papers'.",
+        help="Budget B of each format's rollout: what its algorithm counts (search turns or steps); default: the "
+        "papers'.",
     )
     g.add_argument("--loop-option", action="append", help="Agent-loop option key=value (SearchLoopConfig).")
     g = p.add_argument_group("judge and rewards")
@@ -246,8 +249,8 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument(
         "--rewards",
         default="none",
-        help="Reward designs to score trajectories with: comma list of searchr1, autosearch, hiprag, multistage, "
-        "searchp1; 'all' or 'none'.",
+        help=f"Reward designs to score trajectories with: comma list of {', '.join(design_formats())}; 'all' or "
+        "'none'.",
     )
     g.add_argument("--reward-option", action="append", help="design.key=value reward_kwargs override.")
     g = p.add_argument_group("run")

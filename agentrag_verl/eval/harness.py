@@ -9,7 +9,7 @@ restart skips the questions already there, so an interrupted run loses at most t
 is dropped: a question whose rollout fails is retried (``question_retries``), and if it still fails the run goes on
 with the others and ends with :class:`EvalIncomplete` naming it (rerun the same command to retry only the missing
 ones). A judged metric that could not be computed for a question (a judge verdict that failed after the judge
-client's retries: ``judge_acc``, HiPRAG OSR/USR, a judged reward design) fails the question the same way
+client's retries: ``judge_acc``, a method's judged metric, a judged reward design) fails the question the same way
 (:func:`unjudged_metrics`): its result is not written, so the metrics never silently leave it out and the rerun
 judges it again. A failure that repeats (the same error for every question) is logged once at WARNING, its repeats at
 DEBUG, and counted in :class:`EvalIncomplete`'s one line.
@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentrag_verl.eval.data import EvalQuestion
-from agentrag_verl.eval.runner import AgentLoopRunner, RunnerConfig, Trajectory
+from agentrag_verl.data.flashrag import Question
+from agentrag_verl.eval.runner import AgentLoopRollout, AgentLoopRunner, RunnerConfig
 from agentrag_verl.failure_log import FailureLog
 from agentrag_verl.jsonl import JsonlStore, read_records
 
@@ -94,7 +94,7 @@ class EvalConfig:
     runner: RunnerConfig
     """Policy endpoint, tokenizer, retriever, sampling, loop options."""
     formats: Sequence[str]
-    """Trajectory formats to evaluate (agent loops of :data:`agentrag_verl.agent_loops.AGENT_NAMES`)."""
+    """Trajectory formats to evaluate (the declared methods' names; each runs its method's agent loop)."""
     out_dir: str
     """Output directory (results, metrics, plots)."""
     concurrency: int = 16
@@ -102,7 +102,7 @@ class EvalConfig:
     judge: Mapping[str, Any] | None = None
     """JudgeConfig mapping for judge accuracy, HiPRAG OSR/USR and the judged reward designs; None = no judge."""
     rewards: Sequence[str] = ()
-    """Reward designs to score trajectories with (:data:`agentrag_verl.eval.rewards.DESIGN_FORMATS`)."""
+    """Reward designs to score trajectories with (:func:`agentrag_verl.eval.rewards.design_formats`)."""
     reward_kwargs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per-design ``reward.reward_kwargs`` overrides."""
     question_retries: int = 2
@@ -112,7 +112,8 @@ class EvalConfig:
     progress: bool = True
     """Show a progress bar."""
     judge_metrics: bool = True
-    """Compute judge accuracy and HiPRAG OSR/USR with ``judge``; False uses the judge only for the reward designs."""
+    """Compute judge accuracy and the methods' judged metrics with ``judge``; False uses the judge only for the reward
+    designs."""
     plot_metric: str = "cem"
     """Accuracy metric of the accuracy-vs-search-depth plot (``em``, ``cem``, ``f1`` or ``judge_acc``)."""
 
@@ -156,7 +157,7 @@ def read_results(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     return read_records(path, result_key, redo=REDO)
 
 
-def build_record(question: EvalQuestion, format_name: str, trajectory: Trajectory) -> dict[str, Any]:
+def build_record(question: Question, format_name: str, trajectory: AgentLoopRollout) -> dict[str, Any]:
     """The result record of one question (without judge / reward parts)."""
     from agentrag_verl.eval.metrics import question_metrics
 
@@ -190,7 +191,6 @@ def build_record(question: EvalQuestion, format_name: str, trajectory: Trajector
         timings=extra.get("agentrag_timings", {}),
         response=trajectory.response,
         judge=None,
-        hiprag=None,
         rewards={},
     )
     return record
@@ -262,13 +262,17 @@ def unjudged_metrics(record: Mapping[str, Any]) -> str | None:
     ...                   "rewards": {"searchr1": {"judge_failures": 0.0}, "hiprag": {"judge_failures": 1.0}}})
     'judge verdicts failed for judge_acc (client_error: HTTP 401), hiprag_osr/hiprag_usr, reward/hiprag'
     """
+    from agentrag_verl.eval.hooks import method_hooks
+
     failed = []
     judge = record.get("judge")
     if isinstance(judge, Mapping) and not judge.get("ok", True):
         failed.append(f"judge_acc ({judge.get('error')})")
-    hiprag = record.get("hiprag")
-    if isinstance(hiprag, Mapping) and hiprag.get("failures"):
-        failed.append("hiprag_osr/hiprag_usr")
+    for name, hooks in method_hooks().items():
+        entry = record.get(name)
+        cause = hooks.failed(entry) if isinstance(entry, Mapping) else None
+        if cause:
+            failed.append(cause)
     for design, info in (record.get("rewards") or {}).items():
         if isinstance(info, Mapping) and info.get("judge_failures"):
             failed.append(f"reward/{design}")
@@ -306,7 +310,7 @@ def _check_run_file(out: Path, config: EvalConfig) -> None:
 
 async def evaluate(
     config: EvalConfig,
-    datasets: Mapping[str, Sequence[EvalQuestion]],
+    datasets: Mapping[str, Sequence[Question]],
     *,
     runner: AgentLoopRunner | None = None,
 ) -> dict[str, Any]:
@@ -323,15 +327,18 @@ async def evaluate(
     """
     from tqdm.auto import tqdm
 
-    from agentrag_verl.agent_loops import AGENT_NAMES
-    from agentrag_verl.eval.judging import hiprag_step_judgements, judge_correctness
+    from agentrag_verl.eval.hooks import method_hooks
+    from agentrag_verl.eval.judging import judge_correctness
     from agentrag_verl.eval.metrics import aggregate
     from agentrag_verl.eval.report import write_reports
+    from agentrag_verl.registry import methods
 
     formats = [str(f).strip().lower() for f in config.formats]
-    bad = [f for f in formats if f not in AGENT_NAMES]
+    known = [m.name for m in methods()]
+    bad = [f for f in formats if f not in known]
     if bad or not formats:
-        raise ValueError(f"Unknown or missing format(s) {bad}; choose from {sorted(AGENT_NAMES)} (--format).")
+        raise ValueError(f"Unknown or missing format(s) {bad}; choose from {known} (--format).")
+    hooks = method_hooks()
     if config.concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {config.concurrency} (--concurrency).")
     out = Path(config.out_dir)
@@ -377,7 +384,7 @@ async def evaluate(
         semaphore = asyncio.Semaphore(config.concurrency)
         bar = tqdm(total=total, initial=total - len(todo), desc="eval", unit="q", disable=not config.progress)
 
-        async def one(format_name: str, index: int, question: EvalQuestion) -> None:
+        async def one(format_name: str, index: int, question: Question) -> None:
             async with semaphore:
                 t_start = time.perf_counter()
                 error: BaseException | None = None
@@ -403,10 +410,12 @@ async def evaluate(
                 record = build_record(question, format_name, trajectory)
                 if judge is not None and config.judge_metrics:
                     record["judge"] = await judge_correctness(judge, record["prediction"], question.golden_answers)
-                    if format_name == "hiprag":
-                        record["hiprag"] = await hiprag_step_judgements(
-                            judge, judge, trajectory.response, trajectory.extra_fields
+                    for name, method_hook in hooks.items():
+                        judged = await method_hook.judged(
+                            judge, format_name, trajectory.response, trajectory.extra_fields
                         )
+                        if judged is not None:
+                            record[name] = {**(record.get(name) or {}), **judged}
                 if scorer is not None:
                     record["rewards"] = await scorer.score(trajectory, question, format_name)
                 unjudged = unjudged_metrics(record)
@@ -446,6 +455,6 @@ async def evaluate(
     return summary
 
 
-def run_eval(config: EvalConfig, datasets: Mapping[str, Sequence[EvalQuestion]]) -> dict[str, Any]:
+def run_eval(config: EvalConfig, datasets: Mapping[str, Sequence[Question]]) -> dict[str, Any]:
     """Synchronous wrapper of :func:`evaluate`."""
     return asyncio.run(evaluate(config, datasets))

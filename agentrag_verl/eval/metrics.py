@@ -9,12 +9,8 @@ Per question (:func:`question_metrics`), from the model's response and the agent
 - ``n_search``: retrieval steps (RC / search depth SD): the search actions the environment answered with an
   observation, an empty query included, counted by :mod:`agentrag_verl.agent_loops.steps` (without step records:
   ``agentrag_num_searches``, else the parse);
-- ``autosearch``: the intermediate answers' EM, ``t_c`` (Eq. 6) and ``over_search`` (the question was answered
-  correctly by an intermediate answer before the final retrieval step), for the ``autosearch`` format (whose loop
-  writes intermediate answers) and any run that produced intermediate answers. They are the AutoSearch reward's own
-  step view (``step_view`` of :mod:`agentrag_verl.methods.autosearch.parts`, found by name through
-  :func:`agentrag_verl.registry.method_module`), so the evaluation reports what the reward scores: on the Search-R1
-  grammar its retrieval steps are the response's ``<information>`` turns.
+- ``<method>``: each method's own metrics of the trajectory, or None (its :class:`~agentrag_verl.eval.hooks.
+  EvalHooks`, found through the registry; e.g. AutoSearch's intermediate answers' EM, t_c and over-search).
 
 Aggregated per dataset (:func:`aggregate`):
 
@@ -25,12 +21,11 @@ key                     definition
 ``judge_acc``           mean judge correctness (multi-stage B.4 YES/NO) over judged questions; None without judge
 ``search_depth``        mean retrieval calls per question (SD)
 ``se``                  AutoSearch SE = EM / SD, in EM percentage points per search; None when SD = 0
-``autosearch_osr``      fraction of questions with intermediate answers whose t_c precedes the last search
-``hiprag_osr``          HiPRAG Eq. 2: over-search steps / judged search steps, pooled over the dataset
-``hiprag_usr``          HiPRAG Eq. 2: under-search steps / judged non-search steps, pooled
+each method's keys      its :meth:`~agentrag_verl.eval.hooks.EvalHooks.dataset` (e.g. ``autosearch_osr``,
+                        ``hiprag_osr``, ``hiprag_usr``; definitions in the method's ``evaluation.py``)
 ``format_compliance``   mean ``format_ok``
 ``tokens``              mean policy tokens per question: trajectory tokens the model generated + auxiliary
-                        generations (HiPRAG re-answers, AutoSearch intermediate answers)
+                        generations (a method loop's re-answers or intermediate answers)
 ``reward/<design>``     mean reward of each reward design that scored the trajectories
 ======================  =====================================================================================
 
@@ -45,21 +40,19 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.steps import retrieval_step_count
+from agentrag_verl.eval.hooks import method_hooks
 from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
-from agentrag_verl.registry import method_module
 
 __all__ = [
     "question_metrics",
     "search_efficiency",
     "aggregate",
-    "TABLE_COLUMNS",
+    "table_columns",
 ]
 
-_NUM_SEARCHES = "agentrag_num_searches"
-_INTERMEDIATE = "agentrag_intermediate_answers"
-
-TABLE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+_HEAD_COLUMNS = (
     ("n", "N", False),
     ("em", "EM", True),
     ("cem", "CEM", True),
@@ -67,13 +60,15 @@ TABLE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("judge_acc", "Judge", True),
     ("search_depth", "SD", False),
     ("se", "SE", False),
-    ("autosearch_osr", "OSR(AS)", True),
-    ("hiprag_osr", "OSR(HiPRAG)", True),
-    ("hiprag_usr", "USR(HiPRAG)", True),
-    ("format_compliance", "Format", True),
-    ("tokens", "Tokens/q", False),
 )
-"""``(metric key, column title, shown as a percentage)`` of the summary tables, in order."""
+_TAIL_COLUMNS = (("format_compliance", "Format", True), ("tokens", "Tokens/q", False))
+
+
+def table_columns() -> tuple[tuple[str, str, bool], ...]:
+    """``(metric key, column title, shown as a percentage)`` of the summary tables, in order: the shared metrics,
+    then each method's (:attr:`~agentrag_verl.eval.hooks.EvalHooks.columns`), then format compliance and tokens."""
+    methods = tuple(c for hooks in method_hooks().values() for c in hooks.columns)
+    return _HEAD_COLUMNS + methods + _TAIL_COLUMNS
 
 
 def question_metrics(
@@ -99,7 +94,7 @@ def question_metrics(
     pred = traj.answer
     n_search = retrieval_step_count(fields)
     if n_search is None:
-        n_search = fields.get(_NUM_SEARCHES)
+        n_search = fields.get(F.NUM_SEARCHES)
     out: dict[str, Any] = {
         "prediction": pred,
         "em": exact_match(pred, golds),
@@ -108,12 +103,9 @@ def question_metrics(
         "format_ok": bool(fmt.is_valid(response)),
         "n_search": int(n_search) if isinstance(n_search, int) else traj.num_searches,
         "n_steps": len(traj.steps),
-        "autosearch": None,
     }
-    if fields.get(_INTERMEDIATE) or format_name.strip().lower() == "autosearch":
-        # an AutoSearch run that never searched cannot have over-searched, but it counts in the OSR denominator
-        view = method_module("autosearch", "parts").step_view(fmt, response, golds, fields, trajectory=traj)
-        out["autosearch"] = {"intermediate_em": view.intermediate_em, "t_c": view.t_c, "over_search": view.over_search}
+    for name, hooks in method_hooks().items():
+        out[name] = hooks.question(format_name, response, golds, fields, traj)
     return out
 
 
@@ -135,10 +127,6 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _ratio(num: int, den: int) -> float | None:
-    return num / den if den else None
-
-
 def dataset_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Aggregate one dataset's records (see the module docstring for each key)."""
     n = len(records)
@@ -146,8 +134,6 @@ def dataset_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     depth = _mean(r["n_search"] for r in records) or 0.0
     judged = [r["judge"] for r in records if isinstance(r.get("judge"), Mapping)]
     judge_ok = [j for j in judged if j.get("ok")]
-    autos = [r["autosearch"] for r in records if isinstance(r.get("autosearch"), Mapping)]
-    hip = [r["hiprag"] for r in records if isinstance(r.get("hiprag"), Mapping)]
     out: dict[str, Any] = {
         "n": n,
         "em": em,
@@ -157,10 +143,10 @@ def dataset_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "judge_failures": len(judged) - len(judge_ok),
         "search_depth": depth,
         "se": search_efficiency(em, depth),
-        "autosearch_osr": _mean(float(bool(a.get("over_search"))) for a in autos) if autos else None,
-        "hiprag_osr": _ratio(sum(h["over_search"] for h in hip), sum(h["judged_search"] for h in hip)),
-        "hiprag_usr": _ratio(sum(h["under_search"] for h in hip), sum(h["judged_non_search"] for h in hip)),
-        "hiprag_judge_failures": sum(h.get("failures", 0) for h in hip),
+    }
+    for name, hooks in method_hooks().items():
+        out.update(hooks.dataset([r[name] for r in records if isinstance(r.get(name), Mapping)]))
+    out |= {
         "format_compliance": _mean(float(bool(r["format_ok"])) for r in records) or 0.0,
         "tokens": _mean(r["tokens"]["policy"] + r["tokens"].get("aux", 0) for r in records) or 0.0,
         "tokens_trajectory": _mean(r["tokens"]["policy"] for r in records) or 0.0,
@@ -184,7 +170,8 @@ def aggregate(records: Iterable[Mapping[str, Any]], datasets: Sequence[str] | No
 
     Args:
         records: Result records (``dataset``, ``em``, ``cem``, ``f1``, ``format_ok``, ``n_search``, ``tokens``,
-            optional ``judge``, ``autosearch``, ``hiprag``, ``rewards``), as :mod:`agentrag_verl.eval.harness` writes.
+            optional ``judge``, one entry per method with evaluation hooks, ``rewards``), as
+            :mod:`agentrag_verl.eval.harness` writes.
         datasets: Dataset order (default: order of first appearance).
 
     Returns:
@@ -207,8 +194,9 @@ def aggregate(records: Iterable[Mapping[str, Any]], datasets: Sequence[str] | No
     per = {d: dataset_metrics(groups[d]) for d in order}
     average: dict[str, Any] = {"n": sum(m["n"] for m in per.values())}
     keys = [k for m in per.values() for k in m if k not in average and k != "search_depth_histogram"]
+    summed = {"judge_failures", *(k for hooks in method_hooks().values() for k in hooks.summed)}
     for key in dict.fromkeys(keys):
-        if key in ("judge_failures", "hiprag_judge_failures"):
+        if key in summed:
             average[key] = sum(m.get(key, 0) for m in per.values())
         else:
             average[key] = _mean(m.get(key) for m in per.values())

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentrag_verl.eval.metrics import TABLE_COLUMNS
+from agentrag_verl.eval.metrics import table_columns
 
 __all__ = ["format_value", "table_rows", "markdown_tables", "rich_table", "plot_accuracy_vs_depth", "write_reports"]
 
@@ -51,13 +51,14 @@ def table_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows (format, dataset, metrics..., rewards...) of the summary table; one ``average`` row per
     format after its datasets."""
     rewards = _reward_columns(summary)
-    header = ["format", "dataset"] + [title for _, title, _ in TABLE_COLUMNS] + [k.split("/", 1)[1] for k in rewards]
+    columns = table_columns()
+    header = ["format", "dataset"] + [title for _, title, _ in columns] + [k.split("/", 1)[1] for k in rewards]
     rows: list[list[str]] = []
     for fmt, agg in summary["formats"].items():
         entries = list(agg["datasets"].items()) + [("average", agg["average"])]
         for name, metrics in entries:
             row = [fmt, name]
-            row += [format_value(metrics.get(key), pct) for key, _, pct in TABLE_COLUMNS]
+            row += [format_value(metrics.get(key), pct) for key, _, pct in columns]
             row += [format_value(metrics.get(key), False) for key in rewards]
             rows.append(row)
     return header, rows
@@ -71,7 +72,7 @@ def markdown_tables(summary: Mapping[str, Any]) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     notes = (
         "\nEM, CEM, F1, Judge, OSR, USR and Format in %; SD = mean retrieval calls per question; SE = EM points per "
-        "search (AutoSearch); OSR(AS) = AutoSearch over-searching ratio; OSR/USR(HiPRAG) = Eq. 2 over judged steps; "
+        "search; OSR / USR columns = a method's over- and under-search rates (its evaluation.py defines them); "
         "Tokens/q = policy tokens per question (trajectory + auxiliary generations); reward columns = mean reward of "
         "each design on the trajectories of the formats it scores."
     )

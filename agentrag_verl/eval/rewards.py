@@ -4,14 +4,14 @@ Each trajectory reaches :meth:`RewardManagerBase.run_single` as the one-sample `
 ``AgentLoopWorker._compute_score`` builds (``prompts`` / ``responses`` / ``attention_mask``, the dataset columns,
 ``tool_extra_fields`` = the loop's ``extra_fields``), so the numbers are the rewards a training run would give.
 
-A design scores the trajectories of the formats its reward is defined on (:data:`DESIGN_FORMATS`): its grammar
-(and for AutoSearch the intermediate answers that only ``autosearch_agent`` produces). Scoring a HiPRAG trajectory
-with the Search-P1 reward would only measure that it is not in Search-P1's format.
+A design is a method with a reward manager; it scores the trajectories of the formats its reward is defined on
+(:attr:`agentrag_verl.registry.Method.scored_formats`: its own grammar, and any other whose trajectories it reads
+too). Scoring a trajectory with the reward of another grammar would only measure that it is not in that format.
 
-Judges: HiPRAG (over-/under-search detectors), Search-P1 (Figure 9 evaluator) and the multi-stage correctness judge
-need an LLM endpoint (``judge``). Without one, HiPRAG and Search-P1 cannot be scored (an error says so) and the
-multi-stage reward uses exact match for correctness (its ``correctness: em`` option). The multi-stage search reward
-embeds queries with the retriever's ``POST /encode``.
+Each method gives its manager's ``reward.reward_kwargs`` in evaluation
+(:attr:`~agentrag_verl.registry.Method.eval_reward_kwargs`: the judge endpoint, the retriever's ``POST /encode``, a
+string option where no judge is given). A method whose reward cannot be computed without a judge
+(:attr:`~agentrag_verl.registry.Method.reward_needs_judge`) is refused without one, with an error that says so.
 """
 
 from __future__ import annotations
@@ -20,20 +20,15 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DESIGN_FORMATS", "JUDGED_DESIGNS", "RewardScorer", "designs_for_format", "reward_data"]
+__all__ = ["design_formats", "RewardScorer", "designs_for_format", "reward_data"]
 
-DESIGN_FORMATS: dict[str, tuple[str, ...]] = {
-    "searchr1": ("searchr1", "autosearch"),
-    "autosearch": ("autosearch",),
-    "hiprag": ("hiprag",),
-    "multistage": ("multistage",),
-    "searchp1": ("searchp1",),
-}
-"""Reward design (``reward.reward_manager.name``, :func:`agentrag_verl.registry.reward_manager_names`) -> the formats
-whose trajectories it scores."""
 
-JUDGED_DESIGNS = ("hiprag", "searchp1")
-"""Designs that cannot be computed without a judge endpoint."""
+def design_formats() -> dict[str, tuple[str, ...]]:
+    """Reward design (``reward.reward_manager.name``: a method with a reward manager) -> the formats whose
+    trajectories it scores, in method order."""
+    from agentrag_verl.registry import methods
+
+    return {m.name: m.scored_formats for m in methods() if m.reward_manager}
 
 
 def designs_for_format(format_name: str, designs: list[str]) -> list[str]:
@@ -42,7 +37,8 @@ def designs_for_format(format_name: str, designs: list[str]) -> list[str]:
     >>> designs_for_format("autosearch", ["searchr1", "autosearch", "hiprag"])
     ['searchr1', 'autosearch']
     """
-    return [d for d in designs if format_name in DESIGN_FORMATS.get(d, ())]
+    formats = design_formats()
+    return [d for d in designs if format_name in formats.get(d, ())]
 
 
 def reward_data(trajectory: Any, question: Any, format_name: str) -> Any:
@@ -82,11 +78,11 @@ class RewardScorer:
     """The reward managers of some designs, built once and shared by all trajectories.
 
     Args:
-        designs: Design names (keys of :data:`DESIGN_FORMATS`).
+        designs: Design names (keys of :func:`design_formats`).
         tokenizer: The policy's tokenizer (managers decode responses with it).
         judge: JudgeConfig mapping (``base_url``, ``model``, ``api_key_env``, ...) or None.
         retriever_root: The retriever's root URL (``/encode`` for the multi-stage search reward).
-        reward_kwargs: Per-design overrides of ``reward.reward_kwargs``, e.g. ``{"hiprag": {"lambda_p": 0.6}}``.
+        reward_kwargs: Per-design overrides of ``reward.reward_kwargs``, e.g. ``{"<design>": {"lambda_p": 0.6}}``.
 
     Raises:
         ValueError: Unknown design, or a judged design without ``judge``.
@@ -103,12 +99,13 @@ class RewardScorer:
     ) -> None:
         from omegaconf import OmegaConf
 
-        from agentrag_verl.registry import reward_manager_class
+        from agentrag_verl.registry import get_method, reward_manager_class
 
-        unknown = [d for d in designs if d not in DESIGN_FORMATS]
+        known = list(design_formats())
+        unknown = [d for d in designs if d not in known]
         if unknown:
-            raise ValueError(f"Unknown reward design(s) {unknown}; choose from {sorted(DESIGN_FORMATS)} (--rewards).")
-        needs_judge = [d for d in designs if d in JUDGED_DESIGNS]
+            raise ValueError(f"Unknown reward design(s) {unknown}; choose from {known} (--rewards).")
+        needs_judge = [d for d in designs if get_method(d).reward_needs_judge]
         if needs_judge and not judge:
             raise ValueError(
                 f"Reward design(s) {needs_judge} call an LLM judge; give one with --judge-base-url/--judge-model "
@@ -126,21 +123,10 @@ class RewardScorer:
     @staticmethod
     def default_kwargs(design: str, judge: Mapping[str, Any] | None, retriever_root: str | None) -> dict[str, Any]:
         """``reward.reward_kwargs`` of a design in evaluation (the paper's constants stay the managers' defaults)."""
-        judge_cfg = copy.deepcopy(dict(judge)) if judge else None
-        if design == "autosearch":
-            return {"per_step": False}
-        if design == "hiprag":
-            return {"judge": judge_cfg}
-        if design == "searchp1":
-            return {"judge": judge_cfg}
-        if design == "multistage":
-            out: dict[str, Any] = {"correctness": "judge" if judge_cfg else "em"}
-            if judge_cfg:
-                out["judge"] = judge_cfg
-            if retriever_root:
-                out["embedding"] = {"kind": "retriever", "url": retriever_root}
-            return out
-        return {}
+        from agentrag_verl.registry import get_method
+
+        build = get_method(design).eval_reward_kwargs
+        return dict(build(copy.deepcopy(dict(judge)) if judge else None, retriever_root)) if build else {}
 
     async def score(self, trajectory: Any, question: Any, format_name: str) -> dict[str, dict[str, float]]:
         """``{design: reward_extra_info}`` (``score`` is the reward) for every design that scores this format."""

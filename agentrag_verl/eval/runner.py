@@ -147,12 +147,11 @@ class AgentLoopRunner:
         import numpy as np
         from verl import DataProto
 
-        from agentrag_verl.agent_loops import AGENT_NAMES
         from agentrag_verl.formats import get_format
+        from agentrag_verl.registry import get_method
 
         key = str(format_name).strip().lower()
-        if key not in AGENT_NAMES:
-            raise ValueError(f"Unknown format {format_name!r}; choose one of {sorted(AGENT_NAMES)} (--format).")
+        agent = get_method(key).agent_name  # raises naming the methods
         raw_prompt = np.empty(1, dtype=object)
         raw_prompt[0] = get_format(key).policy_prompt(self.config.prompt_name).messages(question.question)
 
@@ -164,7 +163,7 @@ class AgentLoopRunner:
         return DataProto.from_dict(
             non_tensors={
                 "raw_prompt": raw_prompt,
-                "agent_name": column(AGENT_NAMES[key]),
+                "agent_name": column(agent),
                 "data_source": column(question.dataset),
                 "reward_model": column({"style": "rule", "ground_truth": {"target": list(question.golden_answers)}}),
                 "extra_info": column({"question": question.question, "index": index, "id": question.id}),

@@ -464,7 +464,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", help="HF model dir (default: build a tiny random Qwen2 in the work dir).")
     p.add_argument("--train-files", help="verl parquet (default: the packaged mini QA set).")
     p.add_argument("--val-files", help="verl parquet (default: the packaged mini QA set).")
-    p.add_argument("--format", default="searchr1", help="Trajectory format whose prompt the default data uses.")
+    from agentrag_verl.registry import method_names
+
+    p.add_argument(
+        "--format",
+        default=method_names()[0],
+        help="Trajectory format whose prompt the default data uses (default: the first method, the baseline).",
+    )
     p.add_argument("--reward-module", default=DEFAULT_REWARD_MODULE, help="pkg://module or a .py file path.")
     p.add_argument("--reward-name", default=DEFAULT_REWARD_NAME, help="RewardManagerBase subclass in that module.")
     p.add_argument("--agent-loop-config", help="verl agent-loop YAML (list of {name, _target_}).")

@@ -4,8 +4,8 @@ verl loads :mod:`agentrag_verl.verl_plugin` at ``import verl`` in every process.
 package there would cost seconds per process (it pulls in ray, aiohttp and the reward loop; figure in
 ``benchmarks/README.md``), so :func:`install`
 registers the names only when verl itself imports ``verl.experimental.reward_loop.reward_manager`` (a one-shot
-post-import hook on ``sys.meta_path``), or at once if it is already imported. Names: ``searchr1``, ``hiprag``,
-``multistage``, ``searchp1``, ``autosearch`` (``reward.reward_manager.name=<name>``, source ``register``).
+post-import hook, :mod:`agentrag_verl._post_import`), or at once if it is already imported. Names: the methods' names
+(``reward.reward_manager.name=<name>``, source ``register``).
 
 The names are those the methods declare (:func:`agentrag_verl.registry.register_reward_manager`); each manager
 module also registers its own class when it is imported (:func:`verl_reward_manager`). Without the plugin, select a
@@ -16,11 +16,10 @@ manager by path (``reward.reward_manager.source=importlib``,
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import logging
 import sys
-from typing import Any
+
+from agentrag_verl._post_import import when_imported
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ def verl_reward_manager(name: str):
             logger.warning("reward manager %r already registered as %s; keeping it", name, existing)
         else:
             REWARD_MANAGER[name] = cls
-        _register_quietly()
+        _register_declared()
         return cls
 
     return decorator
@@ -80,38 +79,13 @@ def _shared_modules_importing() -> bool:
     )
 
 
-def _register_quietly() -> None:
+def install() -> None:
+    """Register now if verl's reward-manager package is loaded, else on its import (idempotent, cheap)."""
+    when_imported(REWARD_MANAGER_PACKAGE, register_all)
+
+
+def _register_declared() -> None:
     try:
         register_all()
     except Exception:  # verl hides plugin errors; say it loudly once
         logger.warning("agentrag-verl: registering reward managers failed", exc_info=True)
-
-
-class _PostImportHook(importlib.abc.MetaPathFinder):
-    """Runs :func:`register_all` right after verl's reward-manager package finishes importing."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != REWARD_MANAGER_PACKAGE:
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)  # one shot; also prevents recursion in find_spec below
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        original = spec.loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            original(module)
-            _register_quietly()
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
-def install() -> None:
-    """Register now if verl's reward-manager package is loaded, else on its import (idempotent, cheap)."""
-    if REWARD_MANAGER_PACKAGE in sys.modules:
-        _register_quietly()
-        return
-    if not any(isinstance(f, _PostImportHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PostImportHook())

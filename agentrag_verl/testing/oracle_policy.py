@@ -28,7 +28,7 @@ from agentrag_verl.formats import get_format
 __all__ = ["OracleAgentLoop", "oracle_reply"]
 
 _REANSWER_MARK = get_format("hiprag").prompts["reanswer"].user.split("{query}")[0].strip()
-_INTERMEDIATE_MARK = get_format("searchr1").prompts["intermediate_answer"].user.split("\n")[0]
+_INTERMEDIATE_MARK = get_format("autosearch").prompts["intermediate_answer"].user.split("\n")[0]
 
 
 def oracle_reply(fmt: str, prompt: str, question: str, gold: str, eos: str) -> str:
@@ -61,10 +61,18 @@ def oracle_reply(fmt: str, prompt: str, question: str, gold: str, eos: str) -> s
 class OracleAgentLoop(SearchAgentLoop):
     """Search agent loop whose policy is the scripted oracle of :func:`oracle_reply` (tests only).
 
+    An instance is of the format's own agent loop class too (its method's ``agent_loop``, e.g. the loop that writes
+    re-answers), so the method's auxiliary generations run as in training.
+
     Args:
         oracle_aux: The oracle also writes the auxiliary generations (default: the real policy does).
         **kwargs: As :class:`~agentrag_verl.agent_loops.search_agent_loop.SearchAgentLoop`.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> OracleAgentLoop:
+        if cls is OracleAgentLoop and kwargs.get("format"):
+            cls = _oracle_class(str(kwargs["format"]))
+        return super().__new__(cls)
 
     def __init__(self, *args: Any, oracle_aux: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -83,3 +91,20 @@ class OracleAgentLoop(SearchAgentLoop):
         if self.oracle_aux:
             self.aux_server_manager = self.server_manager
         return await super().run(sampling_params, **kwargs)
+
+
+_ORACLE_CLASSES: dict[str, type] = {}
+
+
+def _oracle_class(format_name: str) -> type:
+    """:class:`OracleAgentLoop` mixed into the agent loop class of the format's method."""
+    from agentrag_verl.registry import get_method, load_object
+
+    target = get_method(format_name).agent_loop
+    if target not in _ORACLE_CLASSES:
+        module, _, name = target.rpartition(".")
+        base = load_object(f"{module}:{name}")
+        _ORACLE_CLASSES[target] = (
+            OracleAgentLoop if base is SearchAgentLoop else type(f"Oracle{base.__name__}", (OracleAgentLoop, base), {})
+        )
+    return _ORACLE_CLASSES[target]

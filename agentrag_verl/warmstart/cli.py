@@ -35,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_known_warnings()
     try:
+        if not args.format:
+            from agentrag_verl.demo.pipeline import demo_method
+
+            args.format = demo_method().name
         output_dir(args.out, "--out")
         loop_options = parse_options(args.loop_option, "--loop-option")
         datasets = load_datasets(args.data or [str(MINI_WIKI_DIR)], split=args.split, limit=args.limit)
@@ -91,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> None:
+    from agentrag_verl.registry import method_names
+
     p = subparsers.add_parser(
         "demos",
         help="Teacher demonstrations for the warm start (rejection sampling through our agent loops).",
@@ -98,8 +104,11 @@ def add_parser(subparsers) -> None:
     )
     sub = p.add_subparsers(dest="demos_command", metavar="ACTION", required=True)
     g = sub.add_parser("generate", help="Sample, check and store demonstrations (resumable).", description=__doc__)
-    g.add_argument("--format", default="hiprag", help="Trajectory format / agent loop (default hiprag).")
-    g.add_argument("--prompt-name", help="A named prompt of the format (e.g. hiprag_compact); default: the paper's.")
+    g.add_argument(
+        "--format",
+        help=f"Trajectory format / agent loop: {', '.join(method_names())} (default: the demo's method).",
+    )
+    g.add_argument("--prompt-name", help="A named prompt of the format (Format.prompts); default: the paper's.")
     g.add_argument("--tokenizer", required=True, help="HF folder or hub id of the POLICY to be trained.")
     g.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve", help="POST /retrieve endpoint.")
     g.add_argument("--data", action="append", help="Dataset spec(s) as in `eval` (default: the mini-wiki).")

@@ -7,7 +7,7 @@ the scripted stand-in teacher of :mod:`agentrag_verl.warmstart.teacher` for the 
 
 1. it ended by itself (not cut by the response length),
 2. the format's checker accepts it (``Format.is_valid``: HiPRAG F(T) = 1, Search-R1's structure rule, ...), and
-3. its answer is correct under the paper's metric (:data:`PAPER_METRIC`: HiPRAG's CEM, exact match elsewhere);
+3. its answer is correct under the paper's metric (its method's :attr:`~agentrag_verl.registry.Method.paper_metric`);
 
 otherwise it is kept on disk with ``kept: false`` and the first failed rule as ``reject_reason`` (``length``,
 ``format``, ``wrong_answer``), so the statistics count it and a rerun does not sample it again.
@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agentrag_verl.eval.data import EvalQuestion
+from agentrag_verl.data.flashrag import Question
 from agentrag_verl.eval.harness import EvalIncomplete, build_record
 from agentrag_verl.eval.runner import AgentLoopRunner, RunnerConfig
 from agentrag_verl.jsonl import JsonlStore
@@ -42,7 +42,6 @@ from agentrag_verl.options import check_choice
 
 __all__ = [
     "DemoConfig",
-    "PAPER_METRIC",
     "demo_key",
     "judge_trajectory",
     "generate_demos",
@@ -54,16 +53,6 @@ logger = logging.getLogger(__name__)
 
 DEMOS_FILE = "demos.jsonl"
 RUN_FILE = "run.json"
-
-PAPER_METRIC = {
-    "searchr1": "em",  # Search-R1: exact match of the last answer
-    "autosearch": "em",  # AutoSearch Eq. 2
-    "hiprag": "cem",  # HiPRAG Eq. 1: A = cover exact match
-    "multistage": "em",  # the paper's LLM judge; exact match is its string option
-    "searchp1": "em",  # Search-P1 Alg. 3
-    "reasonrag": "em",  # ReasonRAG reports EM and F1
-}
-"""Correctness metric of the rejection rule per format (the paper's outcome metric)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +71,7 @@ class DemoConfig:
     concurrency: int = 8
     """Trajectories in flight."""
     metric: str | None = None
-    """Correctness metric (``em``, ``cem``, ``f1``); None = the format's paper metric (:data:`PAPER_METRIC`)."""
+    """Correctness metric (``em``, ``cem``, ``f1``); None = the paper metric of the format's method."""
     min_f1: float = 1.0
     """With ``metric="f1"``: the F1 a kept answer needs."""
     question_retries: int = 2
@@ -105,7 +94,9 @@ class DemoConfig:
 
     @property
     def resolved_metric(self) -> str:
-        return self.metric or PAPER_METRIC.get(self.format_name, "em")
+        from agentrag_verl.registry import get_method
+
+        return self.metric or get_method(self.format_name).paper_metric
 
     def fingerprint(self) -> dict[str, Any]:
         """What the records depend on (a rerun with other values is refused: one file, one teacher)."""
@@ -143,7 +134,7 @@ def judge_trajectory(record: Mapping[str, Any], metric: str, min_f1: float = 1.0
     return None
 
 
-def scripted_teacher_client(tokenizer: Any, format_name: str, questions: Sequence[EvalQuestion]) -> Any:
+def scripted_teacher_client(tokenizer: Any, format_name: str, questions: Sequence[Question]) -> Any:
     """The stand-in teacher (:class:`~agentrag_verl.warmstart.teacher.ScriptedTeacher`) as an ``LLMServerClient``."""
     from agentrag_verl.agent_loops.local_clients import ScriptedLLMClient
     from agentrag_verl.warmstart.teacher import ScriptedTeacher, plan_from_row
@@ -172,7 +163,7 @@ def _check_run_file(out: Path, config: DemoConfig, overwrite: bool) -> None:
 
 async def generate_demos(
     config: DemoConfig,
-    datasets: Mapping[str, Sequence[EvalQuestion]],
+    datasets: Mapping[str, Sequence[Question]],
     *,
     llm_client: Any = None,
     overwrite: bool = False,
@@ -216,7 +207,7 @@ async def generate_demos(
     bar = tqdm(total=len(jobs), desc=f"demos {config.format_name}", disable=not config.progress or not jobs)
     t0 = time.perf_counter()
 
-    async def one(question: EvalQuestion, sample: int, index: int) -> None:
+    async def one(question: Question, sample: int, index: int) -> None:
         async with semaphore:
             for attempt in range(config.question_retries + 1):
                 try:

@@ -28,7 +28,19 @@ from typing import Any
 
 from agentrag_verl.metrics import normalize_answer
 
-__all__ = ["TeacherPlan", "Hop", "ScriptedTeacher", "TEACHER_FORMATS", "plan_from_row"]
+__all__ = [
+    "TeacherPlan",
+    "Hop",
+    "ScriptedTeacher",
+    "TeacherTemplates",
+    "teacher_templates",
+    "plan_from_row",
+    "GIVE_UP_ANSWER",
+    "REASON_FIRST",
+    "REASON_NEXT",
+    "REASON_DIRECT",
+    "NOT_FOUND",
+]
 
 GIVE_UP_ANSWER = "unknown"
 
@@ -82,58 +94,54 @@ def plan_from_row(question: str, golden_answers: Sequence[str], metadata: Mappin
 
 
 @dataclass(frozen=True)
-class _Templates:
-    """Model-written text of one format; ``{...}`` slots are filled by the teacher."""
+class TeacherTemplates:
+    """Model-written text of one format, declared by its method (:attr:`agentrag_verl.registry.Method.teacher`);
+    ``{query}``, ``{fact}`` and ``{answer}`` slots are filled by the teacher."""
 
     observation_open: str
+    """The tag that opens the environment's observation (the teacher reads the passages after it)."""
     observation_close: str
     first_search: str
+    """The first search of a corpus question (slot ``{query}``)."""
     next_search: str
+    """The conclusion of a hop and the next search (``{fact}``, ``{query}``)."""
     final: str
+    """The conclusion of the last hop and the answer (``{fact}``, ``{answer}``)."""
     give_up: str
+    """The passages do not show the hop's answer: say so and answer :data:`GIVE_UP_ANSWER`."""
     direct: str
+    """A common-knowledge question: answer without searching (``{fact}``, ``{answer}``)."""
 
 
-_REASON_FIRST = "I do not know this, so I will search for it."
-_REASON_NEXT = "Now I need to find the next fact."
-_REASON_DIRECT = "This is common knowledge, so I can answer without searching."
-_NOT_FOUND = "The search results do not answer this."
+REASON_FIRST = "I do not know this, so I will search for it."
+REASON_NEXT = "Now I need to find the next fact."
+REASON_DIRECT = "This is common knowledge, so I can answer without searching."
+NOT_FOUND = "The search results do not answer this."
 
-TEACHER_FORMATS: dict[str, _Templates] = {
-    # HiPRAG Figure 4 layout; after </search> the environment writes "<context>{docs}</context>\n<conclusion>".
-    "hiprag": _Templates(
-        observation_open="<context>",
-        observation_close="</context>",
-        first_search=f"<think>\n<step>\n<reasoning>{_REASON_FIRST}</reasoning>\n<search>{{query}}</search>",
-        next_search=(
-            f"{{fact}}</conclusion>\n</step>\n<step>\n<reasoning>{_REASON_NEXT}</reasoning>\n<search>{{query}}</search>"
-        ),
-        final="{fact}</conclusion>\n</step>\n</think>\n<answer>{answer}</answer>",
-        give_up=f"{_NOT_FOUND}</conclusion>\n</step>\n</think>\n<answer>{GIVE_UP_ANSWER}</answer>",
-        direct=(
-            f"<think>\n<step>\n<reasoning>{_REASON_DIRECT}</reasoning>\n<conclusion>{{fact}}</conclusion>\n</step>\n"
-            "</think>\n<answer>{answer}</answer>"
-        ),
-    ),
-    # Search-R1 / AutoSearch layout; after </search> the environment writes "\n\n<information>{docs}</information>\n\n".
-    "searchr1": _Templates(
-        observation_open="<information>",
-        observation_close="</information>",
-        first_search=f"<think>{_REASON_FIRST}</think>\n<search>{{query}}</search>",
-        next_search=f"<think>{{fact}} {_REASON_NEXT}</think>\n<search>{{query}}</search>",
-        final="<think>{fact}</think>\n<answer>{answer}</answer>",
-        give_up=f"<think>{_NOT_FOUND}</think>\n<answer>{GIVE_UP_ANSWER}</answer>",
-        direct=f"<think>{_REASON_DIRECT} {{fact}}</think>\n<answer>{{answer}}</answer>",
-    ),
-}
-TEACHER_FORMATS["autosearch"] = TEACHER_FORMATS["searchr1"]
+
+def teacher_templates(format_name: str) -> TeacherTemplates:
+    """The templates the method of ``format_name`` declares.
+
+    Raises:
+        ValueError: No such method, or it declares none (the message lists those that do).
+    """
+    from agentrag_verl.registry import get_method, methods
+
+    templates = get_method(format_name).teacher
+    if templates is None:
+        raise ValueError(
+            f"The scripted teacher has templates for {[m.name for m in methods() if m.teacher]}, not "
+            f"{format_name!r}; use a teacher model behind an OpenAI-compatible endpoint for that format "
+            "(--teacher-url)."
+        )
+    return templates
 
 
 class ScriptedTeacher:
     """Responder ``(prompt_text, sampling_params) -> text`` playing the plans of known questions (module docstring).
 
     Args:
-        format_name: One of :data:`TEACHER_FORMATS`.
+        format_name: A method that declares teacher templates (:func:`teacher_templates`).
         plans: The plans of the questions it may be asked.
 
     Raises:
@@ -141,13 +149,7 @@ class ScriptedTeacher:
     """
 
     def __init__(self, format_name: str, plans: Iterable[TeacherPlan]) -> None:
-        key = str(format_name).strip().lower()
-        if key not in TEACHER_FORMATS:
-            raise ValueError(
-                f"The scripted teacher has templates for {sorted(TEACHER_FORMATS)}, not {format_name!r}; use a "
-                "teacher model behind an OpenAI-compatible endpoint for that format (--teacher-url)."
-            )
-        self.templates = TEACHER_FORMATS[key]
+        self.templates = teacher_templates(format_name)
         self.plans = {p.question: p for p in plans}
 
     def _locate(self, prompt_text: str) -> tuple[TeacherPlan, str]:

@@ -16,7 +16,7 @@
 #   gpu   (default) python -m verl.trainer.main_ppo --config-path=<recipe>/config --config-name=<name> overrides...
 #   local agentrag-verl train-local with the SAME recipe YAML on this CPU box: tiny random Qwen2, the fixture QA set
 #         prepared by `agentrag-verl data prepare`, the real retriever server over a MiniLM index of the fixture
-#         corpus, and a stand-in judge endpoint (recipes/common/standin_llm.py; constant verdicts, not a model).
+#         corpus, and the stand-in judge endpoint (python -m agentrag_verl.standin; rules, not a model).
 # DRY_RUN=1 (or true, yes) prints the exact final command (shell-quoted, one line) and exits without starting or
 # creating anything; any other non-empty DRY_RUN is refused (common/knobs.sh). PREFLIGHT=1 (or true, yes) checks that
 # command instead, as verl's main_ppo starts it, without Ray or a GPU (`agentrag-verl preflight`), and exits with its
@@ -127,14 +127,18 @@ _local_services() {
   "$AGENTRAG" data prepare --input "$qa" --name mini --split train --format "$FORMAT" --out "$LOCAL_WORK/data" >/dev/null
   "$AGENTRAG" data prepare --input "$qa" --name mini --split test --max-per-source 8 --format "$FORMAT" \
     --out "$LOCAL_WORK/data" >/dev/null
-  "$PYTHON" -c 'import sys; from agentrag_verl.testing import fixture_index; fixture_index(sys.argv[1])' \
-    "$LOCAL_WORK/index" >"$LOCAL_WORK/index_build.log" 2>&1 || _die "index build failed: $LOCAL_WORK/index_build.log"
+  "$PYTHON" -c 'import sys; from agentrag_verl.data.corpus import load_corpus, write_corpus
+write_corpus(load_corpus(), sys.argv[1])' "$LOCAL_WORK/corpus.jsonl"
+  minilm=$("$PYTHON" -c 'from agentrag_verl.demo.models import minilm_path; print(minilm_path())')
+  "$PYTHON" -m retriever_server build --corpus "$LOCAL_WORK/corpus.jsonl" --model "$minilm" --retriever-name mean \
+    --out "$LOCAL_WORK/index" --no-progress >"$LOCAL_WORK/index_build.log" 2>&1 \
+    || _die "index build failed: $LOCAL_WORK/index_build.log"
   trap _cleanup EXIT
   "$PYTHON" -m retriever_server serve --index "$LOCAL_WORK/index" --port "$LOCAL_RETRIEVER_PORT" --num-threads 1 \
     >"$LOCAL_WORK/retriever.log" 2>&1 &
   _BG_PIDS+=($!)
-  "$PYTHON" "$RECIPES_ROOT/common/standin_llm.py" --port "$LOCAL_JUDGE_PORT" --model "$JUDGE_MODEL" \
-    >"$LOCAL_WORK/standin_llm.log" 2>&1 &
+  "$PYTHON" -m agentrag_verl.standin --port "$LOCAL_JUDGE_PORT" --model "$JUDGE_MODEL" \
+    >"$LOCAL_WORK/standin_judge.log" 2>&1 &
   _BG_PIDS+=($!)
   _wait_http "${RETRIEVER_ROOT}/health" 120
   _wait_http "${JUDGE_URL}/models" 60

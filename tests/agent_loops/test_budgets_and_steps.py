@@ -301,7 +301,7 @@ async def test_hiprag_reanswer_pairs_with_its_own_search_step(make_worker, retri
     assert (result.data.n_optimal, result.data.n_judged) == (1, 2)
 
     # the eval pairs them the same way
-    from agentrag_verl.eval.judging import hiprag_step_judgements
+    from agentrag_verl.methods.hiprag.evaluation import step_judgements as hiprag_step_judgements
 
     counts = await hiprag_step_judgements(judge, judge, sample.response, fields)
     assert counts["over_search"] == 1 and counts["missing_reanswers"] == 1 and counts["judged_search"] == 1

@@ -25,7 +25,7 @@ from verl.workers.rollout import llm_server
 from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient, LLMServerClient
 from verl.workers.rollout.replica import TokenOutput
 
-from agentrag_verl.agent_loops import AGENT_NAMES
+from agentrag_verl.agent_loops import agent_name
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.search_agent_loop import SearchAgentLoop
 
@@ -141,7 +141,7 @@ async def rollout(worker: Any, fmt: str, script: TurnScript, configure=None, **o
     if configure:
         configure(client)
     worker.llm_client = client
-    out = await worker.generate_sequences(make_batch([QUESTION], AGENT_NAMES[fmt], fmt))
+    out = await worker.generate_sequences(make_batch([QUESTION], agent_name(fmt), fmt))
     fields = {k: out.non_tensor_batch[k][0] for k in (*F.ALL_KEYS, "min_global_steps", "max_global_steps")}
     return Run(out, client, fields)
 

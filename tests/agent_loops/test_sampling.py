@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from agentrag_verl.agent_loops import AGENT_NAMES
+from agentrag_verl.agent_loops import agent_name
 from agentrag_verl.agent_loops.local_clients import ScriptedLLMClient
 from agentrag_verl.agent_loops.sampling import check_rollout_engine, stop_params, without_stop
 
@@ -75,7 +75,7 @@ async def run_trajectory(worker: Any, engine: str) -> list[dict[str, Any]]:
         script = TurnScript("hiprag", [search_turn("hiprag", "Orla Brennick"), answer_turn("hiprag", "1934")])
         client = ScriptedLLMClient(worker.tokenizer, script)
         worker.llm_client = client
-        await worker.generate_sequences(make_batch([QUESTION], AGENT_NAMES["hiprag"], "hiprag"))
+        await worker.generate_sequences(make_batch([QUESTION], agent_name("hiprag"), "hiprag"))
     finally:
         OmegaConf.update(worker.config, "actor_rollout_ref.rollout.name", saved[0])
         OmegaConf.update(worker.config, "actor_rollout_ref.rollout.skip_tokenizer_init", saved[1])
@@ -117,6 +117,6 @@ async def test_sglang_without_its_tokenizer_is_refused_at_start(make_worker, ret
         worker.llm_client = ScriptedLLMClient(worker.tokenizer, lambda prompt, params: "<answer>x</answer>")
         # verl builds the loop through hydra.utils.instantiate, which wraps the ValueError
         with pytest.raises(Exception, match="skip_tokenizer_init=false"):
-            await worker.generate_sequences(make_batch([QUESTION], AGENT_NAMES["searchr1"], "searchr1"))
+            await worker.generate_sequences(make_batch([QUESTION], agent_name("searchr1"), "searchr1"))
     finally:
         OmegaConf.update(worker.config, "actor_rollout_ref.rollout.name", "vllm")

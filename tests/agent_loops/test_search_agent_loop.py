@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentrag_verl.agent_loops import AGENT_NAMES
+from agentrag_verl.agent_loops import agent_name
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.local_clients import ScriptedLLMClient
 from agentrag_verl.formats import format_docs, get_format
@@ -85,7 +85,7 @@ async def run(worker, fmt: str, script: TurnScript, questions: list[str] | None 
     set_options(worker, **options)
     client = ScriptedLLMClient(worker.tokenizer, script)
     worker.llm_client = client
-    batch = make_batch(questions or [QUESTION], AGENT_NAMES[fmt], "searchr1" if fmt == "autosearch" else fmt)
+    batch = make_batch(questions or [QUESTION], agent_name(fmt), "searchr1" if fmt == "autosearch" else fmt)
     return await worker.generate_sequences(batch), client
 
 

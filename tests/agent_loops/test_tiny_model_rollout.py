@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrag_verl.agent_loops import AGENT_NAMES
+from agentrag_verl.agent_loops import agent_name
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.local_clients import HFLocalClient
 
@@ -23,7 +23,7 @@ async def test_tiny_model_rollout(make_worker, retriever, hf_client, fmt):
     worker = make_worker(RESPONSE_LENGTH)
     set_options(worker, retriever_url=retriever.url)
     worker.llm_client = hf_client
-    batch = make_batch(["Who founded Marrow & Tilde Instruments?", "Where is Asvik?"], AGENT_NAMES[fmt], fmt)
+    batch = make_batch(["Who founded Marrow & Tilde Instruments?", "Where is Asvik?"], agent_name(fmt), fmt)
     out = await worker.generate_sequences(batch)
     responses, mask = out.batch["responses"], out.batch["response_mask"]
     attention = out.batch["attention_mask"][:, -RESPONSE_LENGTH:]

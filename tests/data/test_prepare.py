@@ -12,7 +12,7 @@ import pytest
 from agentrag_verl.cli import main
 from agentrag_verl.data.corpus import load_qa
 from agentrag_verl.data.flashrag import DataSourceError, eval_split, read_questions
-from agentrag_verl.data.prepare import PRESETS, SourceSpec, select_rows
+from agentrag_verl.data.prepare import SourceSpec, presets, select_rows
 from agentrag_verl.formats import get_format
 
 QA = load_qa()  # 30 fixture rows
@@ -287,15 +287,15 @@ def test_repeated_ids_and_missing_sources_are_errors(tmp_path, flashrag_dir, cap
 
 
 def test_every_preset_names_known_benchmarks():
-    from agentrag_verl.data.flashrag import SEARCH_R1_TEST_SETS
+    from agentrag_verl.data.flashrag import TEST_SETS
 
-    for preset in PRESETS.values():
+    for preset in presets().values():
         for output in preset.outputs:
             assert output.sources
-            assert {s.dataset for s in output.sources} <= set(SEARCH_R1_TEST_SETS)
+            assert {s.dataset for s in output.sources} <= set(TEST_SETS)
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(presets()))
 def test_every_preset_keeps_training_and_evaluation_questions_apart(name):
     """Selected as ``prepare_outputs`` selects, from benchmarks large enough for every sample (4,000 rows per split,
     ids per split as FlashRAG's): no question of a training output is in a validation or test output."""
@@ -305,7 +305,7 @@ def test_every_preset_keeps_training_and_evaluation_questions_apart(name):
     def rows(dataset: str, split: str) -> list[Question]:
         return [Question(f"{split}_{i}", f"q{i}", ("a",), dataset, split) for i in range(4000)]
 
-    preset = PRESETS[name]
+    preset = presets()[name]
     selected = {}
     for output in preset.outputs:
         chosen = []

@@ -1,4 +1,5 @@
-"""The rule-based stand-in judge, called over real HTTP on 127.0.0.1 by the project's judge client."""
+"""The rule-based stand-in judge (agentrag_verl.standin, with each method's rules), called over real HTTP on 127.0.0.1
+by the project's judge client."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import asyncio
 
 import pytest
 
-from agentrag_verl.demo.standin_judge import StandInJudge, equivalent
 from agentrag_verl.judges import JudgeClient
 from agentrag_verl.methods.hiprag import judge as hiprag
+from agentrag_verl.methods.hiprag.standin import equivalent
 from agentrag_verl.methods.multistage import judge as multistage
+from agentrag_verl.standin import StandInJudge
 
 
 @pytest.mark.parametrize(
@@ -52,5 +54,35 @@ def test_judge_client_against_the_stand_in():
     over, same, correct, wrong, under = asyncio.run(run())
     assert over.ok and over.value is True and same.ok and same.value is False
     assert correct.ok and correct.value is True and wrong.ok and wrong.value is False
-    # The under-search verifier needs world knowledge: refused with a 400 naming the option to turn it off.
-    assert not under.ok and "under_search_detector" in (under.error or "")
+    # the under-search verifier needs world knowledge: every non-search step is "correct" (over-search-only ablation)
+    assert under.ok and under.value is True
+
+
+def test_each_methods_rules_answer_its_own_prompts_and_an_unknown_prompt_is_refused():
+    from agentrag_verl.judges.client import JudgeRequest
+    from agentrag_verl.methods.searchp1 import judge as searchp1
+    from agentrag_verl.standin import rules
+
+    # the rules come from the methods' declarations, not from a list in the server
+    assert sorted(rules()) == ["hiprag", "multistage", "searchp1"]
+
+    async def run():
+        with StandInJudge(model="judge-x") as server:
+            client = JudgeClient.from_config({"base_url": server.base_url, "model": "judge-x",
+                                              "api_key_env": None, "max_retries": 0})  # fmt: skip
+            try:
+                await client.check()  # GET /models lists the model it was started with
+                return await client.judge_many(
+                    [
+                        searchp1.evaluation_request("Who built it?", ["Jory Pendle"], "Search once.", ["q"], "t"),
+                        searchp1.planner_request("Who built the bridge?", ["Jory Pendle"]),
+                        JudgeRequest([{"role": "user", "content": "Tell me a joke."}], str),
+                    ]
+                )
+            finally:
+                await client.aclose()
+
+    evaluation, plan, unknown = asyncio.run(run())
+    assert evaluation.ok and evaluation.value.planner_score == 0.6 and evaluation.value.outcome_accuracy_score == 0.5
+    assert plan.ok and plan.value.reasoning_path == ("Who built the bridge?",) and "Jory Pendle" in plan.value.planner
+    assert not unknown.ok and "unknown judge prompt" in (unknown.error or "")

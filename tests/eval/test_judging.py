@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentrag_verl.eval.judging import hiprag_step_judgements, judge_correctness
+from agentrag_verl.eval.judging import judge_correctness
 from agentrag_verl.judges.client import Verdict
+from agentrag_verl.methods.hiprag.evaluation import step_judgements as hiprag_step_judgements
 from agentrag_verl.methods.hiprag.parts import HipragProcessBonus, HipragStepOptimality
 from agentrag_verl.methods.multistage.judge import correctness_request
 from agentrag_verl.methods.multistage.parts import JudgeCorrectness

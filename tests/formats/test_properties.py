@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrag_verl.formats import Step, Trajectory, available_formats, get_format
+from agentrag_verl.methods.autosearch import grammar as autosearch
 from agentrag_verl.methods.reasonrag import grammar as reasonrag
-from agentrag_verl.methods.searchr1 import grammar as searchr1
 from agentrag_verl.metrics import extract_answer
 
 from . import paper_examples
@@ -25,6 +25,7 @@ TOKENS = (
 GOLDEN = [v for k, v in vars(paper_examples).items() if k.isupper() and isinstance(v, str)]
 OBSERVATION_TAGS = {
     "searchr1": "<information>",
+    "autosearch": "<information>",
     "multistage": "<information>",
     "hiprag": "<context>",
     "searchp1": "<tool_response>",
@@ -88,8 +89,8 @@ def test_never_raises_on_mutated_paper_trajectories(name, text):
 
 @given(text=st.one_of(any_text, mutated_golden()))
 def test_format_specific_helpers_never_raise(text):
-    flags = searchr1.step_validity(text)
-    assert len(flags) == len(searchr1.retrieval_step_prefixes(text)) + 1
+    flags = autosearch.step_validity(text)
+    assert len(flags) == len(autosearch.retrieval_step_prefixes(text)) + 1
     reasonrag.next_stage(text)
 
 
@@ -199,6 +200,7 @@ def searchp1_trajectories(draw):
 STRATEGIES = {
     "hiprag": hiprag_trajectories(),
     "searchr1": searchr1_trajectories(),
+    "autosearch": searchr1_trajectories(),  # Search-R1's tags
     "multistage": multistage_trajectories(),
     "reasonrag": reasonrag_trajectories(),
     "searchp1": searchp1_trajectories(),

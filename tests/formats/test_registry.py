@@ -7,27 +7,30 @@ import pytest
 
 from agentrag_verl.formats import Format, PromptTemplate, available_formats, format_docs, get_format
 
-MODULES = ["base", "hiprag", "searchr1", "multistage", "reasonrag", "searchp1", "tfidf"]
+MODULES = ["base", "hiprag", "searchr1", "multistage", "reasonrag", "searchp1", "autosearch", "autosearch.tfidf"]
 
 
 def test_registered_names():
-    assert available_formats() == ["searchr1", "hiprag", "multistage", "reasonrag", "searchp1"]
+    assert available_formats() == ["searchr1", "hiprag", "multistage", "reasonrag", "searchp1", "autosearch"]
     for name in available_formats():
         fmt = get_format(name)
         assert isinstance(fmt, Format) and fmt.name == name
         assert fmt.prompt.name in fmt.prompts and fmt.prompts[fmt.prompt.name] is fmt.prompt
-    assert get_format("autosearch") is get_format("searchr1")
+    # AutoSearch's own grammar: Search-R1's tags, parse and checks, plus its own prompts
+    autosearch, searchr1 = get_format("autosearch"), get_format("searchr1")
+    assert autosearch.parse is searchr1.parse and autosearch.action_spec is searchr1.action_spec
+    assert "intermediate_answer" in autosearch.prompts and "intermediate_answer" not in searchr1.prompts
     assert get_format(" HiPRAG ") is get_format("hiprag")
 
 
 def test_unknown_name_lists_the_choices():
     with pytest.raises(ValueError, match="hipragg") as err:
         get_format("hipragg")
-    for name in [*available_formats(), "autosearch"]:
+    for name in available_formats():
         assert name in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["searchr1", "hiprag", "multistage", "reasonrag", "searchp1"])
+@pytest.mark.parametrize("name", ["searchr1", "hiprag", "multistage", "reasonrag", "searchp1", "autosearch"])
 def test_every_format_round_trips_its_action_and_prompt(name):
     fmt = get_format(name)
     spec = fmt.action_spec
@@ -47,10 +50,11 @@ def test_every_format_round_trips_its_action_and_prompt(name):
 
 @pytest.mark.parametrize("module", MODULES)
 def test_module_docstring_examples(module):
-    shared = module in ("base", "tfidf")
-    mod = importlib.import_module(
-        f"agentrag_verl.formats.{module}" if shared else f"agentrag_verl.methods.{module}.grammar"
-    )
+    if module == "base":
+        name = "agentrag_verl.formats.base"
+    else:
+        name = f"agentrag_verl.methods.{module}" if "." in module else f"agentrag_verl.methods.{module}.grammar"
+    mod = importlib.import_module(name)
     assert mod.__doc__ and len(mod.__doc__) > 200  # paper, equations/algorithms and deviations are documented
     result = doctest.testmod(mod)
     assert result.failed == 0
@@ -104,8 +108,9 @@ def test_register_format_makes_a_grammar_available_and_refuses_clashes():
     custom = dataclasses.replace(get_format("searchr1"), name="Custom_Tags")
     try:
         assert register_format(custom) is custom and get_format("custom_tags") is custom
+        assert register_format(custom) is custom  # the same format again (a method package imported twice)
         with pytest.raises(ValueError, match="already registered"):
-            register_format(custom)
+            register_format(dataclasses.replace(custom, paper="another"))
         with pytest.raises(ValueError, match="already registered"):
             register_format(dataclasses.replace(custom, name="autosearch"))
     finally:

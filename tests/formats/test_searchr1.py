@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from agentrag_verl.formats.tfidf import cosine, repeated_queries, tfidf_vectors
+from agentrag_verl.methods.autosearch import grammar as autosearch
+from agentrag_verl.methods.autosearch.tfidf import cosine, repeated_queries, tfidf_vectors
 from agentrag_verl.methods.searchr1 import grammar as searchr1
 
 from .paper_examples import (
@@ -32,12 +33,12 @@ def test_autosearch_figure_13_second_identical_query_is_an_invalid_retrieval_ste
     assert searchr1.check_format(AUTOSEARCH_FIG13_SEARCHR1)  # well formed per Search-R1's rule...
     assert searchr1.parse(AUTOSEARCH_FIG13_SEARCHR1).queries == ["what genre is suits", "what genre is suits"]
     # ...but the second retrieval step repeats the first query (AutoSearch §4.1): [step 1, step 2, answer step].
-    assert searchr1.step_validity(AUTOSEARCH_FIG13_SEARCHR1) == [True, False, True]
+    assert autosearch.step_validity(AUTOSEARCH_FIG13_SEARCHR1) == [True, False, True]
 
 
 def test_autosearch_figure_13_reformulated_query_is_not_a_repeat():
     assert searchr1.parse(AUTOSEARCH_FIG13_AUTOSEARCH).queries == ["what genre is suits", "what is the genre of suits"]
-    assert searchr1.step_validity(AUTOSEARCH_FIG13_AUTOSEARCH) == [True, True, True]
+    assert autosearch.step_validity(AUTOSEARCH_FIG13_AUTOSEARCH) == [True, True, True]
 
 
 def test_tfidf_matches_hand_computed_smoothed_idf():
@@ -109,24 +110,24 @@ def test_search_p1_figure_10_search_r1_side_is_not_search_r1_format():
     ],
 )
 def test_step_validity(text, expected):
-    assert searchr1.step_validity(text) == expected
+    assert autosearch.step_validity(text) == expected
 
 
 def test_step_validity_options():
     no_think = BASE.replace("<think>t1</think>\n", "")
-    assert searchr1.step_validity(no_think, require_think=False) == [True, True]
+    assert autosearch.step_validity(no_think, require_think=False) == [True, True]
     near = BASE.replace("q1", "genre of suits tv")
     # Cosine of the two queries is 3 / (3 + idf^2) with idf = ln(3/2) + 1, about 0.60: valid at 0.8, a repeat at 0.5.
     text = near.replace(
         "<think>t2</think>",
         "<think>t2</think><search>genre of suits show</search><information>d</information><think>t3</think>",
     )
-    assert searchr1.step_validity(text) == [True, True, True]
-    assert searchr1.step_validity(text, repeat_threshold=0.5) == [True, False, True]
+    assert autosearch.step_validity(text) == [True, True, True]
+    assert autosearch.step_validity(text, repeat_threshold=0.5) == [True, False, True]
 
 
 def test_retrieval_step_prefixes_end_at_each_observation():
-    prefixes = searchr1.retrieval_step_prefixes(AUTOSEARCH_FIG13_AUTOSEARCH)
+    prefixes = autosearch.retrieval_step_prefixes(AUTOSEARCH_FIG13_AUTOSEARCH)
     assert len(prefixes) == 2 and all(p.endswith("</information>") for p in prefixes)
     assert AUTOSEARCH_FIG13_AUTOSEARCH.startswith(prefixes[1]) and prefixes[1].startswith(prefixes[0])
 
@@ -171,14 +172,14 @@ def test_prompts():
     user = searchr1.PROMPT.format("who wrote Hamlet?")
     assert user.startswith("Answer the given question. You must conduct reasoning inside <think> and </think>")
     assert user.endswith("Question: who wrote Hamlet?\n")
-    inter = searchr1.INTERMEDIATE_ANSWER_PROMPT
+    inter = autosearch.INTERMEDIATE_ANSWER_PROMPT
     assert inter.slots == ("question", "trajectory")
     filled = inter.format("What genre is Suits?", trajectory="<think>x</think>")
     assert "Search trajectory: Question: What genre is Suits?. Below are your previous" in filled
     assert filled.endswith("retrieved information: <think>x</think>.")
     with pytest.raises(ValueError, match="trajectory"):
         inter.format("q")
-    assert "search exactly four times" in searchr1.fixed_depth_prompt(4).user
-    assert "<search>" not in searchr1.fixed_depth_prompt(0).user  # Figure 8: answer without retrieval
+    assert "search exactly four times" in autosearch.fixed_depth_prompt(4).user
+    assert "<search>" not in autosearch.fixed_depth_prompt(0).user  # Figure 8: answer without retrieval
     with pytest.raises(ValueError, match="0-4"):
-        searchr1.fixed_depth_prompt(5)
+        autosearch.fixed_depth_prompt(5)

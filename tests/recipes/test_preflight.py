@@ -181,9 +181,9 @@ def test_each_check_names_what_would_stop_the_run(script, args, check, message, 
 def test_training_length_against_the_data(model_named):
     """verl's V1 loop ends at total_training_steps or when the epochs run out: the ReasonRAG preset's 9,000 questions
     (3 x 3,000, ``data prepare --preset reasonrag_questions``) at batch 512 give 17 steps per epoch."""
-    from agentrag_verl.data.prepare import PRESETS
+    from agentrag_verl.data.prepare import presets
 
-    train = next(o for o in PRESETS["reasonrag_questions"].outputs if o.name == "train")
+    train = next(o for o in presets()["reasonrag_questions"].outputs if o.name == "train")
     rows = sum(s.sample for s in train.sources)
     assert rows == 9000
     recipe = _recipe("reasonrag/run_grpo.sh")

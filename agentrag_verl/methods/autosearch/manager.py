@@ -43,7 +43,7 @@ class AutoSearchOptions(fn.AutoSearchRewardConfig):
     """TF-IDF cosine above which a query repeats an earlier one (Eq. 1 invalid step)."""
     require_think: bool = True
     """A retrieval step must open with ``<think>``
-    (see :func:`~agentrag_verl.methods.searchr1.grammar.step_validity`)."""
+    (see :func:`~agentrag_verl.methods.autosearch.grammar.step_validity`)."""
 
     @classmethod
     def from_config(cls, config: Any) -> AutoSearchOptions:
@@ -77,8 +77,8 @@ class AutoSearchRewardManager(ComposedRewardManager):
     def build_reward(self, o: AutoSearchOptions) -> P.Reward:
         """``[r_1..r_T]`` of :func:`~agentrag_verl.methods.autosearch.reward.step_rewards` on the Search-R1 grammar."""
         config = o.reward_config()
-        answer = P.AnswerMetrics("searchr1", metric="em")
-        steps = AutoSearchSteps("searchr1", o.repeat_threshold, o.require_think)
+        answer = P.AnswerMetrics("autosearch", metric="em")
+        steps = AutoSearchSteps("autosearch", o.repeat_threshold, o.require_think)
         return P.Reward(
             terms=[AutoSearchStepRewards(steps, answer, config)],
             acc="em",

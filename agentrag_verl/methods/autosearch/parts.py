@@ -12,7 +12,7 @@ invalid). Without the agent loop's fields every reward goes to the last token (`
 fields exist but do not match the response's turns, the fallback is logged as well as counted.
 
 Formats: on the Search-R1 grammar (AutoSearch's own) a retrieval step is one ``<information>`` turn and Eq. 1
-validity comes from :func:`agentrag_verl.methods.searchr1.grammar.step_validity`; on any other grammar (e.g. HiPRAG,
+validity comes from :func:`agentrag_verl.methods.autosearch.grammar.step_validity`; on any other grammar (e.g. HiPRAG,
 with ``intermediate_answers: true`` in its agent loop) the retrieval steps are the parsed search steps, and Eq. 1
 is not defined (:class:`AutoSearchStepFormat` refuses it).
 """
@@ -31,6 +31,9 @@ from agentrag_verl.metrics import exact_match, f1_score
 from agentrag_verl.rewards.parts.core import Part, PartResult, RewardContext, resolve_format
 
 logger = logging.getLogger(__name__)
+
+STEP_VALIDITY_FORMATS = ("autosearch", "searchr1")
+"""Grammars on which Eq. 1's per-step validity is defined: AutoSearch's, and Search-R1's whose tags it shares."""
 
 __all__ = [
     "AutoSearchSteps",
@@ -104,7 +107,7 @@ def step_view(
     t_c and OSR report.
 
     On the Search-R1 grammar the retrieval steps are the response's ``<information>`` turns with their Eq. 1
-    validity (:func:`agentrag_verl.methods.searchr1.grammar.step_validity`); on any other grammar they are the
+    validity (:func:`agentrag_verl.methods.autosearch.grammar.step_validity`); on any other grammar they are the
     parsed search steps. Intermediate answers and positions are mapped to them by
     :mod:`agentrag_verl.agent_loops.steps`.
 
@@ -118,17 +121,17 @@ def step_view(
         trajectory: ``format``'s parse of ``response``, if already done (other grammars).
 
     >>> fields = {"agentrag_intermediate_answers": [{"step": 0, "answer": "Paris"}]}
-    >>> view = step_view("searchr1", "<think>a</think><search>q</search><information>d</information>"
+    >>> view = step_view("autosearch", "<think>a</think><search>q</search><information>d</information>"
     ...                  "<think>b</think><answer>Paris</answer>", ["Paris"], fields)
     >>> view.n_retrieval, view.intermediate_em, view.t_c, view.over_search
     (1, [1.0], 1, False)
     """
-    from agentrag_verl.methods.searchr1.grammar import step_validity
+    from agentrag_verl.methods.autosearch.grammar import step_validity
 
     fmt = resolve_format(format)
     step_valid: list[bool] | None = None
     final_valid: bool | None = None
-    if fmt.name == "searchr1":
+    if fmt.name in STEP_VALIDITY_FORMATS:
         validity = step_validity(response, repeat_threshold=repeat_threshold, require_think=require_think)
         step_valid, final_valid = validity[:-1], validity[-1]
         n = len(step_valid)
@@ -147,14 +150,14 @@ class AutoSearchSteps(Part):
     ``as_over_search`` (t_c before the last retrieval step), ``as_missing_intermediate``, ``as_fallback_placement``.
 
     Args:
-        format: ``searchr1`` (AutoSearch; Eq. 1 validity available) or any grammar with search steps.
+        format: ``autosearch`` (Eq. 1 validity available; also on ``searchr1``) or any grammar with search steps.
         repeat_threshold: TF-IDF cosine above which a query repeats an earlier one (Eq. 1 invalid step).
         require_think: A retrieval step must open with ``<think>`` (Search-R1 grammar).
     """
 
     keys = ("as_t_c", "as_steps", "as_over_search", "as_missing_intermediate", "as_fallback_placement")
 
-    def __init__(self, format: str | Format = "searchr1", repeat_threshold: float = 0.8, require_think: bool = True):
+    def __init__(self, format: str | Format = "autosearch", repeat_threshold: float = 0.8, require_think: bool = True):
         self.format = resolve_format(format)
         self.repeat_threshold = float(repeat_threshold)
         self.require_think = require_think
@@ -162,7 +165,7 @@ class AutoSearchSteps(Part):
     @property
     def has_step_validity(self) -> bool:
         """Whether Eq. 1 validity is defined for this grammar (the Search-R1 one)."""
-        return self.format.name == "searchr1"
+        return self.format.name in STEP_VALIDITY_FORMATS
 
     async def compute(self, ctx: RewardContext) -> PartResult:
         record = ctx.record

@@ -162,3 +162,20 @@ def hierarchical_reward(
         answer_correct, format_ok, n_steps, n_optimal, lambda_p, denominator=denominator, n_search_steps=n_search_steps
     )
     return base + bonus
+
+
+def read_score(score: float, lambda_f: float = 0.2, lambda_p: float = 0.4) -> dict[str, bool]:
+    """What an Eq. 1 reward (default λf, λp) says about its trajectory: ``right`` (A = 1: at least 1 - λf) and
+    ``over_search`` (right and well-formed, but paid less than the full process bonus: a step was judged
+    sub-optimal).
+
+    >>> read_score(1.4), read_score(1.2)
+    ({'right': True, 'over_search': False}, {'right': True, 'over_search': True})
+    >>> read_score(0.2)
+    {'right': False, 'over_search': False}
+    """
+    right_from = hierarchical_reward(True, False, 1, 0, lambda_f, lambda_p) - 1e-6
+    formatted = hierarchical_reward(True, True, 1, 0, lambda_f, lambda_p) - 1e-6
+    full = hierarchical_reward(True, True, 1, 1, lambda_f, lambda_p) - 1e-6
+    right = score >= right_from
+    return {"right": right, "over_search": right and formatted <= score < full}

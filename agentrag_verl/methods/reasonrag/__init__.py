@@ -29,10 +29,21 @@ Importing this package imports neither torch nor trl.
 from __future__ import annotations
 
 from agentrag_verl._lazy import lazy_exports
-from agentrag_verl.formats import register_format
 from agentrag_verl.methods.reasonrag.grammar import FORMAT
+from agentrag_verl.registry import Method, register_method
 
-register_format(FORMAT)
+METHOD = register_method(
+    Method(
+        name="reasonrag",
+        data_presets="agentrag_verl.methods.reasonrag.data:PRESETS",
+        title="ReasonRAG",
+        format=FORMAT,
+        agent_loop="agentrag_verl.methods.reasonrag.agent_loop.ReasonRAGAgentLoop",
+        agent_loop_comment="ReasonRAG: staged Reasoning / Grounding workflow (Alg. 1, Figures 12-13), BGE top-3.",
+        paper_metric="em",  # ReasonRAG reports EM and F1
+        commands=("agentrag_verl.methods.reasonrag.cli",),
+    )
+)
 
 _EXPORTS = {
     "MCTSConfig": "mcts",

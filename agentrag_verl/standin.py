@@ -1,0 +1,148 @@
+"""The **stand-in judge**: an OpenAI-compatible chat endpoint on 127.0.0.1 that answers the papers' judge prompts by
+rules a reader can check. It is a stand-in for the papers' LLM judges (GPT-4.1-mini / GPT-5-mini), not a model.
+
+The demo, the learning benchmark and the recipes' local profile (``PROFILE=local``) point the real judge client,
+over real HTTP, at this server: a laptop has no judge model, and a 135M model's verdicts are noise. Each method
+declares its own rules (:attr:`agentrag_verl.registry.Method.standin`: ``reply(system, user) -> text or None``, in
+its folder's ``standin.py``); a request goes to the first method whose rule answers it. A prompt no rule answers,
+or a rule's refusal, is an HTTP 400 that says so, never a made-up verdict.
+
+Run: ``python -m agentrag_verl.standin --port 8002`` (then ``judge.base_url=http://127.0.0.1:8002/v1``,
+``judge.api_key_env=null``); in-process: ``with StandInJudge() as judge: judge.base_url``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["verdict", "rules", "StandInJudge", "MODEL_NAME", "main"]
+
+MODEL_NAME = "standin-judge"
+
+Rule = Callable[[str, str], "str | None"]
+
+
+def rules() -> dict[str, Rule]:
+    """``{method: reply}`` of every method that declares stand-in rules, in method order."""
+    from agentrag_verl.registry import methods
+
+    return {m.name: m.load("standin") for m in methods() if m.standin}
+
+
+def verdict(messages: list[dict[str, Any]]) -> str:
+    """The reply text for a judge request (chat messages).
+
+    Raises:
+        ValueError: No method's rule answers this prompt, or the rule refuses it (the message says why).
+    """
+    system = next((str(m.get("content", "")) for m in messages if m.get("role") == "system"), "")
+    user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+    declared = rules()
+    for rule in declared.values():
+        text = rule(system, user)
+        if text is not None:
+            return text
+    raise ValueError(
+        f"unknown judge prompt: this stand-in answers the judge prompts of {sorted(declared)} by rule only "
+        "(each method's standin.py)"
+    )
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = MODEL_NAME
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per request would flood the log
+        pass
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        if self.path.rstrip("/").endswith("/models"):
+            model = self.server.model  # type: ignore[attr-defined]
+            self._send(200, {"object": "list", "data": [{"id": model, "object": "model"}]})
+        elif self.path.rstrip("/").endswith("/health"):
+            self._send(200, {"status": "ok", "requests": self.server.requests})  # type: ignore[attr-defined]
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send(404, {"error": {"message": f"no route {self.path}; POST /v1/chat/completions"}})
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > 1 << 20:
+                raise ValueError("request body over 1 MiB")
+            body = json.loads(self.rfile.read(length) or b"{}")
+            text = verdict(list(body.get("messages") or []))
+        except (ValueError, TypeError, AttributeError) as e:
+            self._send(400, {"error": {"message": str(e), "type": "invalid_request_error"}})
+            return
+        with self.server.lock:  # type: ignore[attr-defined]
+            self.server.requests += 1  # type: ignore[attr-defined]
+        self._send(
+            200,
+            {
+                "id": f"standin-{time.monotonic_ns()}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.server.model,  # type: ignore[attr-defined]
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 1, "total_tokens": 1},
+            },
+        )
+
+
+class StandInJudge:
+    """The server (``with StandInJudge() as j: j.base_url`` runs it in a background thread)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, model: str = MODEL_NAME) -> None:
+        self.httpd = ThreadingHTTPServer((host, port), _Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.requests = 0  # type: ignore[attr-defined]
+        self.httpd.lock = threading.Lock()  # type: ignore[attr-defined]
+        self.httpd.model = model  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> StandInJudge:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m agentrag_verl.standin", description=__doc__.split("\n\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8002)
+    p.add_argument("--model", default=MODEL_NAME, help="The model name GET /v1/models lists.")
+    args = p.parse_args(argv)
+    if not 0 < args.port < 65536:
+        p.error(f"--port {args.port}: a TCP port is 1-65535")
+    judge = StandInJudge(args.host, args.port, model=args.model)
+    print(f"stand-in judge (rules, not a model) on {judge.base_url} (model {args.model})", flush=True)
+    judge.httpd.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
