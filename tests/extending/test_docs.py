@@ -22,7 +22,12 @@ def blocks(lang: str) -> list[str]:
 
 def test_doc_has_snippets_for_each_topic():
     text = DOC.read_text()
-    for heading in ("## 1. A new reward manager", "## 2. A new trajectory format", "## 3. A new agent loop"):
+    for heading in (
+        "## 1. A new reward manager",
+        "## 2. A new trajectory format",
+        "## 3. A new agent loop",
+        "## 4. A new method",
+    ):
         assert heading in text
     assert len(blocks("python")) >= 6 and blocks("yaml") and blocks("bash") and blocks("toml")
 
@@ -34,6 +39,7 @@ def test_python_blocks_run_in_order(tmp_path, monkeypatch):
     monkeypatch.setattr(formats, "_FORMATS", dict(formats._FORMATS))  # the page registers a format: keep it local
     registry.load_methods()  # the built-in methods declare themselves in the real registry first
     monkeypatch.setattr(registry, "_MANAGERS", dict(registry._MANAGERS))  # the page declares a manager: keep it local
+    monkeypatch.setattr(registry, "_METHODS", dict(registry._METHODS))  # and a method
     module = types.ModuleType("agentrag_extending_doc")  # a real module: dataclasses and Hydra _target_ need one
     sys.modules[module.__name__] = module
     try:
