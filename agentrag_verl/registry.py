@@ -32,7 +32,6 @@ import pkgutil
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 __all__ = [
@@ -46,7 +45,6 @@ __all__ = [
     "load_object",
     "load_methods",
     "method_names",
-    "method_module",
     "method_rank",
     "register_reward_manager",
     "reward_manager_names",
@@ -300,25 +298,3 @@ def method_rank(name: str) -> int:
     load_methods()
     ranks = {key: i for i, key in enumerate(_PACKAGES)}
     return ranks.get(str(name).strip().lower(), len(ranks))
-
-
-def method_module(method: str, module: str) -> ModuleType:
-    """Import and return ``module`` of the method package named ``method`` (e.g. ``("hiprag", "judge")``).
-
-    Raises:
-        ValueError: Unknown method (the message lists the discovered ones), or the method has no such module.
-    """
-    load_methods()
-    key = str(method).strip().lower()
-    if key not in _PACKAGES:
-        raise ValueError(
-            f"Unknown method {method!r}; choose one of {list(_PACKAGES)} (a folder under agentrag_verl/methods/ or "
-            f"a package named in the {ENTRY_POINT_GROUP!r} entry points)."
-        )
-    target = f"{_PACKAGES[key]}.{module}"
-    try:
-        return importlib.import_module(target)
-    except ModuleNotFoundError as e:
-        if e.name != target:
-            raise
-        raise ValueError(f"Method {method!r} has no module {module!r} ({target} does not exist).") from None

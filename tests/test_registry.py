@@ -41,25 +41,25 @@ def test_lookups_from_many_threads_wait_for_the_whole_discovery():
     # one must see every method, never the empty registry of a discovery another thread has only begun.
     code = (
         "import threading\n"
-        "from agentrag_verl.registry import method_module, method_names\n"
+        "from agentrag_verl.registry import get_method, method_names\n"
         "barrier, results = threading.Barrier(8), []\n"
         "def look():\n"
         "    barrier.wait()\n"
-        "    try:\n        results.append(method_module('hiprag', 'judge').__name__)\n"
+        "    try:\n        results.append(get_method('hiprag').load('eval_hooks').__module__)\n"
         "    except ValueError as e:\n        results.append(str(e))\n"
         "threads = [threading.Thread(target=look) for _ in range(8)]\n"
         "[t.start() for t in threads]; [t.join() for t in threads]\n"
         "print(sorted(set(results)), len(method_names()))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "['agentrag_verl.methods.hiprag.judge'] 6"
+    assert out == "['agentrag_verl.methods.hiprag.evaluation'] 6"
 
 
 def test_unknown_names_fail_naming_the_choices():
     with pytest.raises(ValueError, match=r"Unknown reward manager 'hipragg'; choose one of \['searchr1', 'hiprag'"):
         registry.reward_manager_target("hipragg")
     with pytest.raises(ValueError, match=r"Unknown method 'autoserch'.*'autosearch'"):
-        registry.method_module("autoserch", "parts")
+        registry.get_method("autoserch")
 
 
 def test_a_name_keeps_its_first_target():
