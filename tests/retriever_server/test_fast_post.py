@@ -1,8 +1,10 @@
 """The POST endpoints answered by the connection (``retriever_server.fast_post``), against the ASGI path.
 
 Real uvicorn servers on 127.0.0.1 in threads of this process, over the fixture index: one with the connection's fast
-path (what ``serve`` runs) and one whose protocol has none, so every request goes through uvicorn's ASGI cycle, the
-app's middleware and ``PostEndpoints``. Both wrap the app in a counter of the HTTP requests that reached ASGI.
+path (what ``serve`` runs) and one with it switched off (``ServerConfig(fast_post=False)``, ``serve --no-fast-post``),
+so every request goes through uvicorn's ASGI cycle, the app's middleware and ``PostEndpoints``. Both wrap the app in a
+counter of the HTTP requests that reached ASGI. The tests that are not a comparison of the two run on each path in
+turn (``path``). Then the switch and the uvicorn version guard, which choose the path at start-up.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -38,13 +41,14 @@ class CountingApp:
         await self.app(scope, receive, send)
 
 
-def serving(app, config, *, fast: bool = True, access_log: bool = False):
-    from retriever_server.http_guard import guarded_protocol, uvicorn_config
+PATHS = {"fast_post": True, "asgi": False}
+"""The two POST paths, by the ``fast_post`` setting that chooses them."""
 
-    settings = uvicorn_config(app, config, log_level="info", access_log=access_log)
-    if not fast:
-        settings.http = guarded_protocol(config)  # no POST endpoints: every request through ASGI
-    return uvicorn_in_thread(settings)
+
+def serving(app, config, *, access_log: bool = False):
+    from retriever_server.http_guard import uvicorn_config
+
+    return uvicorn_in_thread(uvicorn_config(app, config, log_level="info", access_log=access_log))
 
 
 def config_for(**overrides):
@@ -58,13 +62,19 @@ def pair(retriever):
     """(fast server's config and app, ASGI-only server's config and app), both running."""
     from retriever_server.app import create_app
 
-    fast_config, asgi_config = config_for(), config_for()
+    fast_config, asgi_config = config_for(), config_for(fast_post=False)
     fast_app, asgi_app = (
         CountingApp(create_app(retriever, fast_config)),
         CountingApp(create_app(retriever, asgi_config)),
     )
-    with serving(fast_app, fast_config), serving(asgi_app, asgi_config, fast=False):
+    with serving(fast_app, fast_config), serving(asgi_app, asgi_config):
         yield (fast_config, fast_app), (asgi_config, asgi_app)
+
+
+@pytest.fixture(params=list(PATHS))
+def path(request, pair):
+    """The config and app of the fast server, then of the ASGI-path server."""
+    return pair[0] if PATHS[request.param] else pair[1]
 
 
 # ---- raw HTTP/1.1 ---------------------------------------------------------------------------------------------------
@@ -169,8 +179,8 @@ def test_answers_are_the_asgi_paths_byte_for_byte(pair, raw):
         assert "result" in json.loads(body)
 
 
-def test_keep_alive_pipelining_and_connection_close(pair):
-    (config, app), _ = pair
+def test_keep_alive_pipelining_and_connection_close(path):
+    config, app = path
     one = post_json(b"/retrieve", {"query": "Who wrote The Salt Clock?", "topk": 1})
     two = post_json(b"/retrieve", {"query": "a river island", "topk": 2})
     alone = [exchange(config.port, raw)[0][0] for raw in (one, two)]
@@ -191,8 +201,8 @@ def test_keep_alive_pipelining_and_connection_close(pair):
     assert answer[0] == 200 and answer[1][b"connection"] == b"close" and answer[2] == alone[1][2] and closed
 
 
-def test_requests_it_does_not_take_go_through_asgi(pair):
-    (config, app), _ = pair
+def test_requests_it_does_not_take_go_through_asgi(path):
+    config, app = path
     before = len(app.seen)
     query = post_json(b"/retrieve?debug=1", {"query": "a river island"})
     (answer,), _ = exchange(config.port, query)
@@ -220,6 +230,17 @@ def test_requests_it_does_not_take_go_through_asgi(pair):
     ]
 
 
+class Records(logging.Handler):
+    """The log records a logger emits while the handler is attached."""
+
+    def __init__(self):
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
 class GatedService:
     """Answers each job when the test opens the gate (an instant answer otherwise), or raises ``fail``."""
 
@@ -244,35 +265,42 @@ class GatedService:
 
 
 def test_a_fault_is_logged_and_answered_500_as_on_the_asgi_path(retriever, caplog):
+    """The same answer byte for byte, one ERROR with the traceback, and the connection closed, on both paths:
+    ``PostEndpoints`` answers the fault itself, as the connection does (no second traceback from uvicorn)."""
     from retriever_server.app import create_app
 
     answers = []
-    for fast in (True, False):
-        config = config_for()
+    for fast in PATHS.values():
+        config = config_for(fast_post=fast)
         app = create_app(retriever, config, service=GatedService(retriever, fail=RuntimeError("the index is gone")))
         caplog.clear()
-        with caplog.at_level(logging.ERROR, logger="retriever_server"), serving(app, config, fast=fast):
-            (answer,), closed = exchange(config.port, post_json(b"/retrieve", {"query": "x"}))
-        answers.append((answer[0], json.loads(answer[2]), closed))
+        uvicorn_errors = Records()
+        with caplog.at_level(logging.ERROR, logger="retriever_server"), serving(app, config):
+            logging.getLogger("uvicorn.error").addHandler(uvicorn_errors)  # uvicorn's loggers do not reach the root
+            try:
+                (answer,), closed = exchange(config.port, post_json(b"/retrieve", {"query": "x"}))
+            finally:
+                logging.getLogger("uvicorn.error").removeHandler(uvicorn_errors)
+        answers.append((answer, closed))
         errors = [r for r in caplog.records if r.name.startswith("retriever_server")]
         assert [r.getMessage() for r in errors] == ["Internal error on POST /retrieve"]
+        assert [r.getMessage() for r in uvicorn_errors.records if r.levelno >= logging.ERROR] == []
         assert errors[0].exc_info is not None and "the index is gone" in str(errors[0].exc_info[1])
-        if fast:
-            assert answer[1][b"connection"] == b"close"
-    assert answers[0] == answers[1]  # the ASGI path closes too (uvicorn, after the app re-raised)
-    status, body, closed = answers[0]
-    assert status == 500 and closed
-    assert body["error"] == {
+    assert answers[0] == answers[1]
+    (status, headers, body), closed = answers[0]
+    assert status == 500 and closed and headers[b"connection"] == b"close"
+    assert json.loads(body)["error"] == {
         "type": "internal_error",
         "message": "Internal server error: RuntimeError: the index is gone",
         "field": None,
     }
 
 
-def test_a_client_gone_before_its_answer_gets_nothing_and_a_shutdown_waits_for_the_answer(retriever, caplog):
+@pytest.mark.parametrize("fast", PATHS.values(), ids=PATHS.keys())
+def test_a_client_gone_before_its_answer_gets_nothing_and_a_shutdown_waits_for_the_answer(retriever, caplog, fast):
     from retriever_server.app import create_app
 
-    config = config_for()
+    config = config_for(fast_post=fast)
     service = GatedService(retriever)
     app = create_app(retriever, config, service=service)
     query = post_json(b"/retrieve", {"query": "a river island", "topk": 1})
@@ -315,11 +343,11 @@ def test_the_access_log_line_is_uvicorns(retriever):
             self.lines.append(re.sub(r":\d+ ", ":PORT ", record.getMessage()))
 
     lines = []
-    for fast in (True, False):
-        config = config_for()
+    for fast in PATHS.values():
+        config = config_for(fast_post=fast)
         app = create_app(retriever, config)
         handler = Lines()
-        with serving(app, config, fast=fast, access_log=True):
+        with serving(app, config, access_log=True):
             access = logging.getLogger("uvicorn.access")  # uvicorn's log config does not propagate it to the root
             access.addHandler(handler)
             try:
@@ -336,3 +364,102 @@ def test_the_access_log_line_is_uvicorns(retriever):
             '127.0.0.1:PORT - "POST /retrieve HTTP/1.1" 400',
         ]
     )
+
+
+# ---- the switch and the uvicorn version guard -----------------------------------------------------------------------
+
+
+def post_path_of(config, caplog) -> tuple[bool, list[logging.LogRecord]]:
+    """Whether the protocol built for ``config`` answers the POST endpoints on the connection, and the log records
+    of the choice."""
+    from retriever_server.fast_post import FastPost
+    from retriever_server.http_guard import guarded_protocol
+
+    async def endpoint(body, content_type):
+        return b"{}"
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="retriever_server"):
+        protocol = guarded_protocol(config, post_endpoints={"/retrieve": endpoint})
+    return issubclass(protocol, FastPost), [r for r in caplog.records if r.name.startswith("retriever_server")]
+
+
+def test_the_tested_uvicorn_range_is_the_pin_and_the_installed_uvicorn_is_in_it():
+    """``pyproject.toml`` pins the ``serve`` extra's uvicorn to the range the fast path checks at start-up, and the
+    installed uvicorn is in it with every name the fast path uses: else the fast path's tests test the fallback."""
+    import tomllib
+    import uvicorn
+
+    from retriever_server import fast_post
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    pins = [req for req in pyproject["project"]["optional-dependencies"]["serve"] if req.startswith("uvicorn")]
+    assert pins == [f"uvicorn{fast_post.tested_range()}"]
+    assert fast_post.unavailable() is None, f"installed uvicorn {uvicorn.__version__}: {fast_post.unavailable()}"
+
+
+def test_the_switch_turns_the_fast_path_off_with_one_info_line(caplog):
+    fast, records = post_path_of(config_for(), caplog)
+    assert fast and [(r.levelname, r.getMessage()) for r in records] == [
+        ("INFO", "POST /retrieve and /encode are answered by the connection (retriever_server.fast_post)")
+    ]
+    fast, records = post_path_of(config_for(fast_post=False), caplog)
+    assert not fast and [(r.levelname, r.getMessage()) for r in records] == [
+        ("INFO", "POST /retrieve and /encode go through the ASGI app (fast_post off: --no-fast-post)")
+    ]
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ("version 0.55.0", "uvicorn 0.55.0 is not a version the fast path was tested with (uvicorn>=0.54,<0.55)"),
+        ("version 0.53.9", "uvicorn 0.53.9 is not a version the fast path was tested with (uvicorn>=0.54,<0.55)"),
+        ("version 1.0.0", "uvicorn 1.0.0 is not a version the fast path was tested with (uvicorn>=0.54,<0.55)"),
+        ("no STATUS_LINE", "lacks STATUS_LINE, which the fast path uses"),
+        ("no on_response_complete", "lacks HttpToolsProtocol.on_response_complete, which the fast path uses"),
+        ("cycle renamed", "lacks HttpToolsProtocol's cycle, which the fast path uses"),
+    ],
+    ids=["0.55", "0.53", "1.0", "no-STATUS_LINE", "no-on_response_complete", "cycle-renamed"],
+)
+def test_an_untested_uvicorn_turns_the_fast_path_off_with_one_warning(monkeypatch, caplog, change, named):
+    import uvicorn
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from retriever_server import fast_post
+
+    if change.startswith("version"):
+        monkeypatch.setattr(uvicorn, "__version__", change.split()[1])
+    elif change == "no STATUS_LINE":
+        monkeypatch.setattr(fast_post, "STATUS_LINE", None)
+    elif change == "no on_response_complete":
+        monkeypatch.delattr(HttpToolsProtocol, "on_response_complete")
+    else:  # as if uvicorn kept the request in another attribute: its code names `cycle` nowhere
+        monkeypatch.setattr(fast_post, "REQUIRED_NAMES", (*fast_post.REQUIRED_NAMES, "cycle_renamed"))
+        monkeypatch.setattr(
+            fast_post, "_names_in_code", lambda cls: {"cycle_renamed", *fast_post.REQUIRED_NAMES} - {"cycle"}
+        )
+    fast, records = post_path_of(config_for(), caplog)
+    assert not fast
+    assert [r.levelname for r in records] == ["WARNING"]
+    message = records[0].getMessage()
+    assert message.startswith("POST /retrieve and /encode go through the ASGI app instead of being answered by the ")
+    assert named in message and "--no-fast-post" in message
+    # the switch off: the fast path is not asked for, so nothing to warn about
+    fast, records = post_path_of(config_for(fast_post=False), caplog)
+    assert not fast and [r.levelname for r in records] == ["INFO"]
+
+
+def test_on_an_untested_uvicorn_every_post_is_answered_through_asgi(retriever, monkeypatch, caplog):
+    import uvicorn
+
+    from retriever_server.app import create_app
+
+    monkeypatch.setattr(uvicorn, "__version__", "0.99.0")
+    config = config_for()
+    app = CountingApp(create_app(retriever, config))
+    with caplog.at_level(logging.INFO, logger="retriever_server"), serving(app, config):
+        answers = [exchange(config.port, raw)[0][0] for raw in SAME[:2]]
+    assert [status for status, _, _ in answers] == [200, 200]
+    assert app.seen == [("POST", "/retrieve")] * 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "uvicorn 0.99.0" in warnings[0]

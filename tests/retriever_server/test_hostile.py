@@ -1,13 +1,14 @@
 """The retriever server under hostile traffic, over real sockets on 127.0.0.1: malformed and oversized requests,
 slow and idle connections, huge chunked bodies, disconnect storms.
 
-One ``python -m retriever_server serve`` process (the real CLI, the fixture index) serves the whole module with
-short timeouts so the slow-client cases take about a second: ``--header-timeout 1 --body-timeout 1
---keep-alive-timeout 1``; the other limits keep their defaults (16 KiB heads, 100 headers, 32 MiB bodies). That
-server answers ``POST /retrieve`` on the connection (``retriever_server.fast_post``); the cases that concern POST
-requests (:data:`POST_PATH_CASES`: clients that vanish, slow bodies, the cost of a request) also run against a server
-whose every request takes the ASGI path (``asgi_server``: the same app and limits, in a thread of this process).
-Every loop here is bounded (a count or a deadline) and every socket talks to 127.0.0.1 only.
+A ``python -m retriever_server serve`` process (the real CLI, the fixture index) serves the module with short
+timeouts so the slow-client cases take about a second: ``--header-timeout 1 --body-timeout 1 --keep-alive-timeout
+1``; the other limits keep their defaults (16 KiB heads, 100 headers, 32 MiB bodies). Every test of that server runs
+twice (the ``server`` fixture's two params): once on the server as ``serve`` runs by default, which answers ``POST
+/retrieve`` on the connection (``retriever_server.fast_post``), and once on a server started with ``--no-fast-post``,
+whose every request takes the ASGI path (uvicorn's request cycle, the app's middleware, ``PostEndpoints``). The h11
+parser's server runs in a thread of this process. Every loop here is bounded (a count or a deadline) and every socket
+talks to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -64,9 +65,11 @@ LIMITS = {
     "max_request_tokens": ("--max-request-tokens", MAX_REQUEST_TOKENS),
     "max_batch_tokens": ("--max-batch-tokens", MAX_BATCH_TOKENS),
 }
-"""The settings both servers under test share (``ServerConfig`` field: ``serve`` flag and value); the rest keep
-their defaults, but for max_connections (the CLI server's is fitted to its open-file limit, the ASGI server's set to
-the same MAX_CONNECTIONS)."""
+"""The settings of the servers under test (``ServerConfig`` field: ``serve`` flag and value); the rest keep their
+defaults, but for max_connections, which the CLI fits to its open-file limit."""
+
+POST_PATHS = {"fast_post": [], "asgi": ["--no-fast-post"]}
+"""The two paths of a POST request, by the ``serve`` flags that choose them."""
 
 
 @dataclass
@@ -79,12 +82,14 @@ class Server:
         return self.log.read_text(errors="replace").splitlines()
 
 
-@pytest.fixture(scope="module")
-def server(index_dir, tmp_path_factory):
-    log = tmp_path_factory.mktemp("hostile") / "server.log"
+@pytest.fixture(scope="module", params=list(POST_PATHS))
+def server(request, index_dir, tmp_path_factory):
+    """The CLI server answering POST on the connection (``fast_post``), then one started with ``--no-fast-post``
+    (``asgi``)."""
+    log = tmp_path_factory.mktemp(f"hostile_{request.param}") / "server.log"
     port = free_port()
     cmd = [sys.executable, "-m", "retriever_server", "serve", "--index", str(index_dir), "--port", str(port)]
-    cmd += ["--num-threads", "1"]
+    cmd += ["--num-threads", "1", *POST_PATHS[request.param]]
     for flag, value in LIMITS.values():
         cmd += [flag, str(value)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -112,38 +117,6 @@ def server(index_dir, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-@pytest.fixture(scope="module")
-def asgi_server(retriever, tmp_path_factory):
-    """The app with the CLI server's limits on uvicorn's httptools protocol without the connection's POST endpoints,
-    so every request takes the ASGI path, in a thread of this process. Its log lines (``retriever_server`` and
-    uvicorn's) go to a file, as the CLI server's do."""
-    import logging
-
-    from retriever_server.app import ServerConfig, create_app
-    from retriever_server.http_guard import guarded_protocol, uvicorn_config
-
-    limits = {name: value for name, (_, value) in LIMITS.items()}
-    config = ServerConfig(port=free_port(), max_connections=MAX_CONNECTIONS, **limits)
-    settings = uvicorn_config(create_app(retriever, config), config, log_level="info")
-    settings.http = guarded_protocol(config)  # no POST endpoints: every request through ASGI
-    log = tmp_path_factory.mktemp("hostile_asgi") / "server.log"
-    handler = logging.FileHandler(log)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    loggers = [logging.getLogger(name) for name in ("retriever_server", "uvicorn")]
-    levels = [logger.level for logger in loggers]
-    with uvicorn_in_thread(settings):
-        for logger in loggers:  # after uvicorn configured its loggers at start
-            logger.addHandler(handler)
-            logger.setLevel(logging.INFO)
-        try:
-            yield Server(config.port, os.getpid(), log)
-        finally:
-            for logger, level in zip(loggers, levels, strict=True):
-                logger.removeHandler(handler)
-                logger.setLevel(level)
-            handler.close()
 
 
 # ---- raw-socket helpers ---------------------------------------------------------------------------------------------
@@ -426,25 +399,6 @@ CASES: list[tuple[str, bytes | Callable[[Server], tuple[list[int], float | None,
     ),
 ]
 
-POST_PATH_CASES = [
-    case
-    for case in CASES
-    if case[0]
-    in (
-        "body stalls (content-length)",
-        "body stalls mid-chunk",
-        "body dripped a byte at a time",
-        "chunk dripped a byte at a time",
-        "disconnect mid-body",
-        "reset right after a full request",
-        "100 pipelined POSTs, none read, then gone",
-        "POST line without a version",
-        "8192 queries x topk 100",
-        "20 queries of 4,088 characters",
-    )
-]
-"""The cases about POST requests that both POST paths must meet alike (``fast_post`` and ASGI)."""
-
 
 def run_case(server: Server, sent: object) -> tuple[list[int], float | None, bytes]:
     if callable(sent):
@@ -536,23 +490,7 @@ def test_hostile_requests_get_a_bounded_answer(server):
     assert not health["index"].startswith("/") and not health["model"].startswith("/")
 
 
-def test_post_cases_meet_the_same_rules_on_the_asgi_path(asgi_server):
-    before = len(asgi_server.log_lines())
-    failures = unexpected_outcomes(asgi_server, POST_PATH_CASES)
-    assert not failures, "\n".join(failures)
-    time.sleep(TIMEOUT_S)
-    assert_quiet_log(asgi_server.log_lines()[before:], most=len(POST_PATH_CASES) + 2)
-    assert httpx.get(f"http://127.0.0.1:{asgi_server.port}/health").status_code == 200
-
-
-@pytest.fixture(params=["fast_post", "asgi"])
-def either_path(request) -> Server:
-    """The CLI server (POST answered on the connection) and the ASGI-path server, in turn."""
-    return request.getfixturevalue("server" if request.param == "fast_post" else "asgi_server")
-
-
-def test_a_connection_over_the_cap_is_answered_503_and_logged(either_path):
-    server = either_path
+def test_a_connection_over_the_cap_is_answered_503_and_logged(server):
     before = len(server.log_lines())
     held = [connect(server) for _ in range(MAX_CONNECTIONS)]  # idle: each is closed by the header timeout (1 s)
     try:
@@ -579,11 +517,11 @@ def test_a_connection_over_the_cap_is_answered_503_and_logged(either_path):
     assert len(warnings) == 1 and " WARNING " in warnings[0] and f"max_connections {MAX_CONNECTIONS}" in warnings[0]
 
 
-def test_a_maximal_request_delays_a_one_query_request_by_about_one_micro_batch(either_path):
+def test_a_maximal_request_delays_a_one_query_request_by_about_one_micro_batch(server):
     """The largest request the server allows (16 queries of 256 tokens: MAX_REQUEST_TOKENS) runs as 16 micro-batches
     of MAX_BATCH_TOKENS; 1-query requests sent meanwhile, one after the other, are each answered after at most the
     micro-batch running when they arrived and their own, long before the big request ends."""
-    url = f"http://127.0.0.1:{either_path.port}"
+    url = f"http://127.0.0.1:{server.port}"
     big_done: list[float] = []
 
     def big_request() -> httpx.Response:
@@ -611,6 +549,16 @@ def test_a_maximal_request_delays_a_one_query_request_by_about_one_micro_batch(e
     assert len(before_big) >= 3, small  # by queries alone the big request was one batch, and they all waited for it
     assert max(before_big) <= 3 * micro_batch_s + 0.5  # the running micro-batch and their own, with scheduling slack
     assert served["largest_batch_tokens"] <= MAX_BATCH_TOKENS
+
+
+def test_the_post_path_is_the_one_asked_for(server, request):
+    """The server says at start-up, in one INFO line, which path POST requests take: the one its flags asked for."""
+    lines = [line for line in server.log_lines() if "POST /retrieve and /encode" in line]
+    if request.node.callspec.params["server"] == "fast_post":
+        assert lines and lines[0].endswith("answered by the connection (retriever_server.fast_post)"), lines
+    else:
+        assert lines and lines[0].endswith("go through the ASGI app (fast_post off: --no-fast-post)"), lines
+    assert len(lines) == 1 and " INFO " in lines[0]
 
 
 def test_the_cli_fits_max_connections_under_the_open_file_limit(server):
