@@ -13,6 +13,8 @@ on these:
   counts.
 - :class:`PromptTemplate`: a paper's prompt with ``{question}`` (and other) slots.
 - :class:`Format`: the bundle registered under a name in :func:`agentrag_verl.formats.get_format`.
+- :class:`TagGrammar`: the parse, structure check and render of a tag format declared as a table (its tags and
+  their letters, the structure rule over the letters, the step layout), for the grammars made of tag blocks only.
 
 Lexing rules shared by every lenient ``parse`` (:func:`scan_blocks`):
 
@@ -50,6 +52,7 @@ __all__ = [
     "render_steps",
     "strip_span",
     "tag_pattern",
+    "TagGrammar",
 ]
 
 Span = tuple[int, int]
@@ -637,3 +640,109 @@ def build_steps(
             flush()
     flush()
     return Trajectory(steps=tuple(steps), answer=answer, answer_span=answer_span)
+
+
+class TagGrammar:
+    """A tag format written as a table: the lenient :meth:`parse`, the strict structure check (:meth:`valid_blocks`)
+    and the canonical :meth:`render` of a grammar made of ``<tag>...</tag>`` blocks, the model's blocks holding no
+    tag of the format and the environment's observation blocks holding anything (the lexing rules above).
+
+    Args:
+        letters: Every tag of the format (the model's, the observations', the answer's) and its letter in
+            ``structure``.
+        structure: The structure rule, a regex over the letters that the whole response's block word
+            (:class:`StrictLexer`) must match.
+        layout: The step fields in writing order, ``(step_field, before, after)`` as :func:`render_steps` takes them;
+            the tag written in ``before`` is the field's tag, so the layout is also :meth:`parse`'s tag -> field map.
+        observation_tags: The tags the environment writes; the other tags of ``letters`` are the model's.
+        start_tags: :func:`build_steps` rule of :meth:`parse`: tags that begin a new step.
+        end_tags: :func:`build_steps` rule of :meth:`parse`: tags that complete the current step.
+        normalizers: :func:`build_steps` rule of :meth:`parse`: step field -> function applied to its value.
+
+    >>> g = TagGrammar(
+    ...     {"think": "T", "search": "S", "obs": "O", "answer": "A"},
+    ...     structure="T(?:SOT)*A",
+    ...     layout=[("reasoning", "<think>", "</think>"), ("query", "<search>", "</search>"),
+    ...             ("observation", "<obs>", "</obs>")],
+    ...     observation_tags=("obs",),
+    ...     start_tags=("think",),
+    ... )
+    >>> g.word("<think>t</think> <search>q</search><obs><answer>x</answer></obs>"), g.matches("<think>t</think> so")
+    ('TSO', False)
+    >>> t = g.parse("<think>t</think><search>q</search><obs>d</obs><think>u</think><answer>a</answer>")
+    >>> [(s.kind, s.query) for s in t.steps], t.answer
+    ([('search', 'q'), ('non_search', None)], 'a')
+    >>> g.render(t)
+    '<think>t</think><search>q</search><obs>d</obs><think>u</think><answer>a</answer>'
+    """
+
+    def __init__(
+        self,
+        letters: Mapping[str, str],
+        *,
+        structure: str,
+        layout: Sequence[tuple[str, str, str]],
+        observation_tags: Iterable[str] = (),
+        start_tags: Iterable[str] = (),
+        end_tags: Iterable[str] = (),
+        normalizers: Mapping[str, Callable[[str], str]] | None = None,
+    ) -> None:
+        self.letters = dict(letters)
+        self.observation_tags = frozenset(observation_tags)
+        self.structure = re.compile(structure)
+        self.layout = tuple(layout)
+        self.fields: dict[str, str] = {}  # tag -> Step field, read off the layout
+        for name, before, _ in self.layout:
+            tag = re.search(r"<(\w+)>", before)
+            if tag is None or tag.group(1) not in self.letters:
+                raise ValueError(f"TagGrammar layout {name!r}: {before!r} opens none of the tags {list(self.letters)}")
+            self.fields[tag.group(1)] = name
+        self.start_tags = frozenset(start_tags)
+        self.end_tags = frozenset(end_tags)
+        self.normalizers = dict(normalizers or {})
+        self.pattern = tag_pattern(self.letters)
+        self.strict = StrictLexer(
+            [t for t in self.letters if t not in self.observation_tags],
+            [t for t in self.letters if t in self.observation_tags],
+        )
+
+    def blocks(self, text: str) -> list[Block]:
+        """The lenient lexer's blocks of ``text`` (:func:`scan_blocks`)."""
+        return scan_blocks(text, self.pattern, self.observation_tags)
+
+    def observation_spans(self, text: str) -> list[Span]:
+        """``(start, end)`` of each observation block, tags included, lexed as :meth:`parse` does."""
+        return [(b.start, b.end) for b in self.blocks(text) if b.tag in self.observation_tags]
+
+    def word(self, text: str) -> str | None:
+        """The blocks of ``text`` as letters, or ``None`` when the strict lexer rejects the text
+        (:meth:`StrictLexer.word`)."""
+        return self.strict.word(text, self.letters)
+
+    def valid_blocks(self, response: Any) -> list[tuple[str, int, int]] | None:
+        """The strict blocks ``[(tag, content_start, content_end), ...]`` of a response that follows the structure
+        rule, else ``None``."""
+        blocks = self.strict.blocks(as_text(response))
+        if blocks is None or self.structure.fullmatch("".join(self.letters[tag] for tag, _, _ in blocks)) is None:
+            return None
+        return blocks
+
+    def matches(self, response: Any) -> bool:
+        """Whether the response follows the structure rule."""
+        return self.valid_blocks(response) is not None
+
+    def parse(self, response: Any) -> Trajectory:
+        """The lenient parse (:func:`build_steps` over :meth:`blocks`). Never raises."""
+        text = as_text(response)
+        return build_steps(
+            text,
+            self.blocks(text),
+            self.fields,
+            start_tags=self.start_tags,
+            end_tags=self.end_tags,
+            normalizers=self.normalizers,
+        )
+
+    def render(self, trajectory: Trajectory) -> str:
+        """The canonical text (:func:`render_steps` with the layout)."""
+        return render_steps(trajectory, self.layout)

@@ -23,37 +23,25 @@ from the response and ``<answer>`` is appended (the structure then holds only if
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from agentrag_verl.formats.base import (
-    ActionSpec,
-    Format,
-    PromptTemplate,
-    StrictLexer,
-    Trajectory,
-    as_text,
-    build_steps,
-    render_steps,
-    scan_blocks,
-    tag_pattern,
-)
+from agentrag_verl.formats.base import ActionSpec, Format, PromptTemplate, TagGrammar, Trajectory
 
 __all__ = ["check_format", "is_valid", "parse", "render", "PROMPT", "ACTION_SPEC", "FORMAT"]
 
-_MODEL_TAGS = ("think", "search", "reflect", "answer")
-_OBSERVATION = frozenset({"information"})
-_PATTERN = tag_pattern((*_MODEL_TAGS, "information"))
-_STRICT = StrictLexer(_MODEL_TAGS, ("information",))
-_LETTER = {"think": "T", "search": "S", "information": "I", "reflect": "R", "answer": "A"}
-_GRAMMAR = re.compile(r"TRA|T(?:SIR)+A")
-_LAYOUT = (
-    ("reasoning", "<think>", "</think>\n"),
-    ("query", "<search>", "</search>"),
-    ("observation", "\n\n<information>", "</information>\n\n"),
-    ("reflect", "<reflect>", "</reflect>\n"),
+_TAGS = TagGrammar(
+    {"think": "T", "search": "S", "information": "I", "reflect": "R", "answer": "A"},
+    structure=r"TRA|T(?:SIR)+A",
+    layout=(
+        ("reasoning", "<think>", "</think>\n"),
+        ("query", "<search>", "</search>"),
+        ("observation", "\n\n<information>", "</information>\n\n"),
+        ("reflect", "<reflect>", "</reflect>\n"),
+    ),
+    observation_tags=("information",),
+    start_tags=("think",),
+    end_tags=("reflect",),
 )
-_FIELDS = {"think": "reasoning", "search": "query", "information": "observation", "reflect": "reflect"}
 
 
 def check_format(response: Any) -> bool:
@@ -64,9 +52,7 @@ def check_format(response: Any) -> bool:
     >>> check_format("<think>t</think><search>q</search><information>d</information><answer>a</answer>")
     False
     """
-    text = as_text(response)
-    word = _STRICT.word(text, _LETTER)
-    return word is not None and _GRAMMAR.fullmatch(word) is not None
+    return _TAGS.matches(response)
 
 
 is_valid = check_format
@@ -80,14 +66,12 @@ def parse(response: Any) -> Trajectory:
     >>> [(s.kind, s.reasoning, s.query, s.reflect) for s in t.steps], t.answer
     ([('search', 't', 'q', 'r')], 'a')
     """
-    text = as_text(response)
-    blocks = scan_blocks(text, _PATTERN, _OBSERVATION)
-    return build_steps(text, blocks, _FIELDS, start_tags=frozenset({"think"}), end_tags=frozenset({"reflect"}))
+    return _TAGS.parse(response)
 
 
 def render(trajectory: Trajectory) -> str:
     """Canonical multi-stage text."""
-    return render_steps(trajectory, _LAYOUT)
+    return _TAGS.render(trajectory)
 
 
 # Appendix B.4, "Instruction for Trained RLM". The extraction wrapped tags in Markdown backticks and joined the

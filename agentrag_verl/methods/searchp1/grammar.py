@@ -36,22 +36,10 @@ uses all B actions is FULL with B actions. Leniency: a tool call holding JSON
 from __future__ import annotations
 
 import json
-import re
 from enum import Enum
 from typing import Any
 
-from agentrag_verl.formats.base import (
-    ActionSpec,
-    Format,
-    PromptTemplate,
-    StrictLexer,
-    Trajectory,
-    as_text,
-    build_steps,
-    render_steps,
-    scan_blocks,
-    tag_pattern,
-)
+from agentrag_verl.formats.base import ActionSpec, Format, PromptTemplate, TagGrammar, Trajectory, as_text
 
 __all__ = [
     "FormatLevel",
@@ -76,20 +64,6 @@ class FormatLevel(float, Enum):
     """An answer and a tool response, format not fully valid (0.05 after λf)."""
     INVALID = 0.0
     """Neither: the trajectory's whole reward is 0."""
-
-
-_MODEL_TAGS = ("reasoning", "tool_call", "answer")
-_OBSERVATION = frozenset({"tool_response"})
-_PATTERN = tag_pattern((*_MODEL_TAGS, "tool_response"))
-_STRICT = StrictLexer(_MODEL_TAGS, ("tool_response",))
-_LETTER = {"reasoning": "R", "tool_call": "C", "tool_response": "O", "answer": "A"}
-_GRAMMAR = re.compile(r"R(?:R|CO)*A")
-_LAYOUT = (
-    ("reasoning", "<reasoning>", "</reasoning>\n"),
-    ("query", "<tool_call>", "</tool_call>"),
-    ("observation", "\n<tool_response>\n", "\n</tool_response>\n"),
-)
-_FIELDS = {"reasoning": "reasoning", "tool_call": "query", "tool_response": "observation"}
 
 
 def query_from_tool_call(content: str) -> str:
@@ -121,6 +95,20 @@ def query_from_tool_call(content: str) -> str:
     return str(query).strip() if query is not None else s
 
 
+_TAGS = TagGrammar(
+    {"reasoning": "R", "tool_call": "C", "tool_response": "O", "answer": "A"},
+    structure=r"R(?:R|CO)*A",
+    layout=(
+        ("reasoning", "<reasoning>", "</reasoning>\n"),
+        ("query", "<tool_call>", "</tool_call>"),
+        ("observation", "\n<tool_response>\n", "\n</tool_response>\n"),
+    ),
+    observation_tags=("tool_response",),
+    start_tags=("reasoning",),
+    normalizers={"query": query_from_tool_call},
+)
+
+
 def valid_format(response: Any) -> bool:
     """``ValidFormat``: ``reasoning (reasoning | tool_call tool_response)* answer``, whitespace between blocks.
 
@@ -128,8 +116,7 @@ def valid_format(response: Any) -> bool:
     ...              "<answer>a</answer>")
     True
     """
-    word = _STRICT.word(as_text(response), _LETTER)
-    return word is not None and _GRAMMAR.fullmatch(word) is not None
+    return _TAGS.matches(response)
 
 
 def parse(response: Any) -> Trajectory:
@@ -140,15 +127,7 @@ def parse(response: Any) -> Trajectory:
     >>> [(s.kind, s.reasoning, s.query, s.observation) for s in t.steps], t.answer
     ([('search', 'plan', 'q', 'd')], 'a')
     """
-    text = as_text(response)
-    blocks = scan_blocks(text, _PATTERN, _OBSERVATION)
-    return build_steps(
-        text,
-        blocks,
-        _FIELDS,
-        start_tags=frozenset({"reasoning"}),
-        normalizers={"query": query_from_tool_call},
-    )
+    return _TAGS.parse(response)
 
 
 def check_format(response: Any) -> FormatLevel:
@@ -161,15 +140,15 @@ def check_format(response: Any) -> FormatLevel:
     <FormatLevel.HALF: 0.5>
     """
     text = as_text(response)
-    blocks = _STRICT.blocks(text)
-    if blocks is not None and _GRAMMAR.fullmatch("".join(_LETTER[tag] for tag, _, _ in blocks)):
+    blocks = _TAGS.valid_blocks(text)
+    if blocks is not None:
         # ValidFormat: the answer is the last block; a tool response implies a tool call in this grammar.
         _, start, end = blocks[-1]
         has_answer = bool(text[start:end].strip())
         has_tool_call = any(tag == "tool_call" for tag, _, _ in blocks)
         return FormatLevel.FULL if has_answer and has_tool_call else FormatLevel.INVALID
     has_answer = bool(parse(text).answer)
-    if has_answer and any(b.tag == "tool_response" for b in scan_blocks(text, _PATTERN, _OBSERVATION)):
+    if has_answer and _TAGS.observation_spans(text):
         return FormatLevel.HALF
     return FormatLevel.INVALID
 
@@ -182,7 +161,7 @@ def is_valid(response: Any) -> bool:
 
 def render(trajectory: Trajectory) -> str:
     """Canonical Search-P1 text (observations laid out as :data:`ACTION_SPEC` appends them)."""
-    return render_steps(trajectory, _LAYOUT)
+    return _TAGS.render(trajectory)
 
 
 # Figure 7 (Appendix D.1). Line breaks restored from the Markdown headings and numbered list; typographic quotes

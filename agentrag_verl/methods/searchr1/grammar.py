@@ -23,21 +23,9 @@ it keeps the published "as many times as your want" wording that Search-R1 check
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from agentrag_verl.formats.base import (
-    ActionSpec,
-    Format,
-    PromptTemplate,
-    StrictLexer,
-    Trajectory,
-    as_text,
-    build_steps,
-    render_steps,
-    scan_blocks,
-    tag_pattern,
-)
+from agentrag_verl.formats.base import ActionSpec, Format, PromptTemplate, TagGrammar, Trajectory
 
 __all__ = [
     "check_format",
@@ -51,18 +39,17 @@ __all__ = [
     "FORMAT",
 ]
 
-_MODEL_TAGS = ("think", "search", "answer")
-_OBSERVATION = frozenset({"information"})
-_PATTERN = tag_pattern((*_MODEL_TAGS, "information"))
-_STRICT = StrictLexer(_MODEL_TAGS, ("information",))
-_LETTER = {"think": "T", "search": "S", "information": "I", "answer": "A"}
-_GRAMMAR = re.compile(r"T(?:SIT)*A")
-_LAYOUT = (
-    ("reasoning", "<think>", "</think>\n"),
-    ("query", "<search>", "</search>"),
-    ("observation", "\n\n<information>", "</information>\n\n"),
+_TAGS = TagGrammar(
+    {"think": "T", "search": "S", "information": "I", "answer": "A"},
+    structure=r"T(?:SIT)*A",
+    layout=(
+        ("reasoning", "<think>", "</think>\n"),
+        ("query", "<search>", "</search>"),
+        ("observation", "\n\n<information>", "</information>\n\n"),
+    ),
+    observation_tags=("information",),
+    start_tags=("think",),
 )
-_FIELDS = {"think": "reasoning", "search": "query", "information": "observation"}
 
 
 def check_format(response: Any) -> bool:
@@ -74,9 +61,7 @@ def check_format(response: Any) -> bool:
     >>> check_format("<think>t</think> so <answer>a</answer>")
     False
     """
-    text = as_text(response)
-    word = block_word(text)
-    return word is not None and _GRAMMAR.fullmatch(word) is not None
+    return _TAGS.matches(response)
 
 
 is_valid = check_format
@@ -93,14 +78,12 @@ def parse(response: Any) -> Trajectory:
     >>> [s.kind for s in t.steps], t.queries, t.answer
     (['search', 'non_search'], ['q'], 'x')
     """
-    text = as_text(response)
-    blocks = scan_blocks(text, _PATTERN, _OBSERVATION)
-    return build_steps(text, blocks, _FIELDS, start_tags=frozenset({"think"}))
+    return _TAGS.parse(response)
 
 
 def render(trajectory: Trajectory) -> str:
     """Canonical Search-R1 text (observations laid out as the environment appends them)."""
-    return render_steps(trajectory, _LAYOUT)
+    return _TAGS.render(trajectory)
 
 
 def information_blocks(text: str) -> list[tuple[int, int]]:
@@ -109,7 +92,7 @@ def information_blocks(text: str) -> list[tuple[int, int]]:
     >>> information_blocks("<think>a</think><search>q</search><information>d</information><answer>x</answer>")
     [(34, 62)]
     """
-    return [(b.start, b.end) for b in scan_blocks(text, _PATTERN, _OBSERVATION) if b.tag == "information"]
+    return _TAGS.observation_spans(text)
 
 
 def block_word(text: str) -> str | None:
@@ -119,7 +102,7 @@ def block_word(text: str) -> str | None:
     >>> block_word("<think>a</think> <search>q</search>"), block_word("<think>a</think> so <search>q</search>")
     ('TS', None)
     """
-    return _STRICT.word(text, _LETTER)
+    return _TAGS.word(text)
 
 
 PROMPT = PromptTemplate(
