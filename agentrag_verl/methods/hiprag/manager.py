@@ -18,15 +18,14 @@ from typing import Any, Literal
 from agentrag_verl.methods.hiprag.parts import HipragProcessBonus, HipragStepOptimality
 from agentrag_verl.methods.searchr1.parts import OutcomeFormat
 from agentrag_verl.rewards import parts as P
-from agentrag_verl.rewards.managers.base import options_from_config
-from agentrag_verl.rewards.managers.composed import ComposedRewardManager
+from agentrag_verl.rewards.managers.composed import ComposedRewardManager, RewardOptions
 from agentrag_verl.rewards.registration import verl_reward_manager
 
 __all__ = ["HipragOptions", "HipragRewardManager"]
 
 
 @dataclass(frozen=True)
-class HipragOptions:
+class HipragOptions(RewardOptions):
     """``reward.reward_kwargs`` of :class:`HipragRewardManager`."""
 
     lambda_f: float = 0.2
@@ -49,11 +48,6 @@ class HipragOptions:
     """JudgeConfig of the over-search judge (paper: gpt-4.1-mini); overrides ``judge``."""
     under_search_judge: dict[str, Any] | None = None
     """JudgeConfig of the under-search verifier (paper: gpt-5-mini); overrides ``judge``."""
-
-    @classmethod
-    def from_config(cls, config: Any) -> HipragOptions:
-        """From ``reward.reward_kwargs`` (unknown keys fail)."""
-        return options_from_config(cls, config)
 
 
 @verl_reward_manager("hiprag")

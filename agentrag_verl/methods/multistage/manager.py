@@ -31,8 +31,8 @@ from agentrag_verl.methods.multistage.parts import (
     MultistageSearch,
 )
 from agentrag_verl.rewards import parts as P
-from agentrag_verl.rewards.managers.base import options_from_config
-from agentrag_verl.rewards.managers.composed import ComposedRewardManager
+from agentrag_verl.rewards.managers.base import validate_options
+from agentrag_verl.rewards.managers.composed import ComposedRewardManager, RewardOptions
 from agentrag_verl.rewards.registration import verl_reward_manager
 from agentrag_verl.tools.embeddings import EmbeddingClient
 
@@ -40,7 +40,7 @@ __all__ = ["MultistageOptions", "MultistageRewardManager"]
 
 
 @dataclass(frozen=True)
-class MultistageOptions:
+class MultistageOptions(RewardOptions):
     """``reward.reward_kwargs`` of :class:`MultistageRewardManager`."""
 
     stage: Literal[1, 2] | None = None
@@ -69,11 +69,6 @@ class MultistageOptions:
     embedding: dict[str, Any] = field(default_factory=dict)
     """``{"kind": "retriever"|"openai", "url": ..., "model": ..., "api_key_env": ..., "timeout_s": 30}``."""
 
-    @classmethod
-    def from_config(cls, config: Any) -> MultistageOptions:
-        """From ``reward.reward_kwargs`` (unknown keys fail)."""
-        return options_from_config(cls, config)
-
 
 @verl_reward_manager("multistage")
 class MultistageRewardManager(ComposedRewardManager):
@@ -84,11 +79,7 @@ class MultistageRewardManager(ComposedRewardManager):
 
     def build_reward(self, o: MultistageOptions) -> P.Reward:
         """``r = r_a + r_s + r_f`` with correctness from the judge (paper) or a string metric."""
-        if o.correctness not in ("judge", "em", "cem"):
-            raise ValueError(
-                f"Unknown correctness {o.correctness!r}; choose one of ['judge', 'em', 'cem']; "
-                "set reward.reward_kwargs.correctness"
-            )
+        validate_options(o)  # the choices (correctness, ...), also for options not read by from_config
         answer = P.AnswerMetrics("multistage", metric="cem" if o.correctness == "cem" else "em")
         correct: P.Part = answer
         if o.correctness == "judge":

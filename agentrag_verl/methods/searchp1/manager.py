@@ -30,15 +30,15 @@ from agentrag_verl.methods.searchp1.parts import (
     load_planner_cache,
 )
 from agentrag_verl.rewards import parts as P
-from agentrag_verl.rewards.managers.base import options_from_config
-from agentrag_verl.rewards.managers.composed import ComposedRewardManager
+from agentrag_verl.rewards.managers.base import validate_options
+from agentrag_verl.rewards.managers.composed import ComposedRewardManager, RewardOptions
 from agentrag_verl.rewards.registration import verl_reward_manager
 
 __all__ = ["SearchP1Options", "SearchP1RewardManager", "load_planner_cache"]
 
 
 @dataclass(frozen=True)
-class SearchP1Options:
+class SearchP1Options(RewardOptions):
     """``reward.reward_kwargs`` of :class:`SearchP1RewardManager`."""
 
     lambda_p: float = 0.3
@@ -64,11 +64,6 @@ class SearchP1Options:
     judge: dict[str, Any] = field(default_factory=dict)
     """JudgeConfig of the evaluator (Figure 9)."""
 
-    @classmethod
-    def from_config(cls, config: Any) -> SearchP1Options:
-        """From ``reward.reward_kwargs`` (unknown keys fail)."""
-        return options_from_config(cls, config)
-
 
 @verl_reward_manager("searchp1")
 class SearchP1RewardManager(ComposedRewardManager):
@@ -88,11 +83,7 @@ class SearchP1RewardManager(ComposedRewardManager):
 
     def build_reward(self, o: SearchP1Options) -> P.Reward:
         """Eq. 4: ``λp·R_path + λa·R_outcome + λf·r_f``, 0 for an INVALID format level."""
-        if o.correctness not in ("em", "cem"):
-            raise ValueError(
-                f"Unknown correctness {o.correctness!r}; choose one of ['em', 'cem']; "
-                "set reward.reward_kwargs.correctness"
-            )
+        validate_options(o)  # the choices (correctness, ...), also for options not read by from_config
         answer = P.AnswerMetrics("searchp1", metric=o.correctness)
         fmt = P.FormatCheck("searchp1")
         evaluator = SearchP1Evaluator("searchp1", o.judge, o.planner_cache)

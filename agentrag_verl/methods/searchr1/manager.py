@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from agentrag_verl.methods.searchr1.parts import ExactMatchReward, OutcomeFormat
 from agentrag_verl.rewards import parts as P
-from agentrag_verl.rewards.managers.base import options_from_config
-from agentrag_verl.rewards.managers.composed import ComposedRewardManager
+from agentrag_verl.rewards.managers.composed import ComposedRewardManager, RewardOptions
 from agentrag_verl.rewards.registration import verl_reward_manager
 
 __all__ = ["SearchR1Options", "SearchR1RewardManager"]
 
 
 @dataclass(frozen=True)
-class SearchR1Options:
+class SearchR1Options(RewardOptions):
     """``reward.reward_kwargs`` of :class:`SearchR1RewardManager`."""
 
     variant: Literal["outcome_format", "em"] = "outcome_format"
@@ -24,11 +23,6 @@ class SearchR1Options:
     """Format weight λf of v0.3."""
     format: str = "searchr1"
     """Trajectory format used to parse and check responses."""
-
-    @classmethod
-    def from_config(cls, config: Any) -> SearchR1Options:
-        """From ``reward.reward_kwargs`` (unknown keys fail)."""
-        return options_from_config(cls, config)
 
 
 @verl_reward_manager("searchr1")

@@ -12,7 +12,7 @@ the parts' keys), and, for a per-step reward, the placement under :data:`TOKEN_R
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from agentrag_verl.rewards.managers.base import COMMON_KEYS, AgentRagRewardManager, options_from_config
 from agentrag_verl.rewards.managers.sample import Sample
@@ -25,13 +25,16 @@ TOKEN_REWARDS_KEY = "_agentrag_token_rewards"
 by the step-reward agent-loop worker before verl logs the info."""
 
 
+_O = TypeVar("_O", bound="RewardOptions")
+
+
 class RewardOptions:
     """Mixin for an options dataclass: ``from_config`` reads ``reward.reward_kwargs`` (unknown keys fail with the
-    valid names)."""
+    valid names; :func:`~agentrag_verl.rewards.managers.base.options_from_config`)."""
 
     @classmethod
-    def from_config(cls, config: Any) -> Any:
-        """From ``reward.reward_kwargs``."""
+    def from_config(cls: type[_O], config: Any) -> _O:
+        """From ``reward.reward_kwargs`` (unknown keys fail)."""
         return options_from_config(cls, config)
 
 
