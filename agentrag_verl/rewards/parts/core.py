@@ -53,7 +53,7 @@ def resolve_format(fmt: str | Format) -> Format:
     """A :class:`~agentrag_verl.formats.Format` from its registry name or the object itself.
 
     >>> resolve_format("autosearch").name, resolve_format(resolve_format("hiprag")).name
-    ('searchr1', 'hiprag')
+    ('autosearch', 'hiprag')
     """
     return fmt if isinstance(fmt, Format) else get_format(fmt)
 
