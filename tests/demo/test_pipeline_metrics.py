@@ -22,7 +22,7 @@ def test_stage_row():
         rec("common", 0.0, 0, score=0.2),
         rec("common", 1.0, 0),
     ]
-    row = stage_metrics(records)
+    row = stage_metrics(records, "hiprag")
     assert row["n"] == 7
     # CEM: unweighted mean of the set means (single 1/2, multi 1, common 3/4) = 0.75
     assert row["cem"][0] == pytest.approx(0.75)
