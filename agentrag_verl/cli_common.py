@@ -1,5 +1,6 @@
 """What the ``agentrag-verl`` commands share: one-line errors, ``--debug``, argument types that refuse impossible
-counts, path and model-folder checks.
+counts, path and model-folder checks, command groups (:func:`add_command_group`) and the values of the flags that a
+config's fields mirror (:func:`arg_values`).
 
 An error ends a command with one line on stderr, ``<prog>: error: <what, why and how to fix>``, and a non-zero
 exit code: 2 for bad input (a usage error, a ``ValueError``, a path that is missing or of the wrong kind, a
@@ -30,8 +31,10 @@ __all__ = [
     "API_KEY_HELP",
     "NO_API_KEY",
     "OneLineParser",
+    "add_command_group",
     "add_debug_flag",
     "api_key_env",
+    "arg_values",
     "describe",
     "input_dir",
     "input_file",
@@ -64,6 +67,29 @@ class OneLineParser(argparse.ArgumentParser):
 def add_debug_flag(parser: argparse.ArgumentParser) -> None:
     """Document ``--debug`` on the top-level parser (:func:`run_main` takes it from anywhere on the line)."""
     parser.add_argument(DEBUG_FLAG, action="store_true", help="show the traceback of an error (any position)")
+
+
+def add_command_group(subparsers: Any, name: str, metavar: str, **kwargs: Any) -> Any:
+    """Register the command ``name`` whose actions are subcommands (``agentrag-verl NAME ACTION``, one required;
+    ``args.<name>_command`` says which) and return the subparsers to add the actions to.
+
+    Args:
+        subparsers: What ``add_parser(subparsers)`` is given.
+        name: The command.
+        metavar: How ``--help`` names the action.
+        kwargs: ``help``, ``description``, ... of the command's parser.
+    """
+    parser = subparsers.add_parser(name, **kwargs)
+    return parser.add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
+
+
+def arg_values(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The parsed values of the arguments ``names``, by name: the fields of a config whose flags mirror them.
+
+    >>> arg_values(argparse.Namespace(topk=3, seed=1, out="x"), "topk", "seed")
+    {'topk': 3, 'seed': 1}
+    """
+    return {name: getattr(args, name) for name in names}
 
 
 def run_main(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:

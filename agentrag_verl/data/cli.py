@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentrag_verl.cli_common import output_dir, plain_name, positive_int, report_error
+from agentrag_verl.cli_common import add_command_group, arg_values, output_dir, plain_name, positive_int, report_error
 
 from .flashrag import DataSourceError
 from .prepare import DATA_SOURCE_PREFIX, OutputSpec, SourceSpec, prepare_outputs, presets
@@ -59,14 +59,9 @@ def _prepare(args: argparse.Namespace) -> int:
             outputs,
             args.out,
             format_name=args.format,
-            flashrag_dir=args.flashrag_dir,
-            hub=args.hub,
-            agent_name=args.agent_name,
-            data_source_prefix=args.data_source_prefix,
             add_question_mark=not args.no_question_mark,
-            seed=args.seed,
-            max_per_source=args.max_per_source,
             manifest={"preset": args.preset, "input": args.input, "argv": sys.argv[1:]},
+            **arg_values(args, "flashrag_dir", "hub", "agent_name", "data_source_prefix", "seed", "max_per_source"),
         )
     except (DataSourceError, ValueError, OSError) as e:
         return report_error("agentrag-verl data prepare", e)
@@ -87,8 +82,9 @@ def _presets(args: argparse.Namespace) -> int:
 def add_parser(subparsers) -> None:
     from agentrag_verl.registry import method_names
 
-    p = subparsers.add_parser("data", help="Prepare verl parquet datasets from FlashRAG-layout QA files.")
-    sub = p.add_subparsers(dest="data_command", metavar="DATA_COMMAND", required=True)
+    sub = add_command_group(
+        subparsers, "data", "DATA_COMMAND", help="Prepare verl parquet datasets from FlashRAG-layout QA files."
+    )
     prep = sub.add_parser(
         "prepare",
         help="FlashRAG jsonl (local or hub) -> verl parquet for a trajectory format.",

@@ -22,6 +22,7 @@ from typing import Any
 from agentrag_verl.cli_common import (
     API_KEY_HELP,
     api_key_env,
+    arg_values,
     judge_option_names,
     model_or_hub_id,
     non_negative_float,
@@ -33,11 +34,21 @@ from agentrag_verl.cli_common import (
     report_error,
 )
 
-__all__ = ["add_parser", "parse_options", "config_from_args", "check_args", "quiet_known_warnings"]
+__all__ = ["add_parser", "parse_options", "config_from_args", "runner_config", "check_args", "quiet_known_warnings"]
 
 PLOT_METRICS = ("em", "cem", "f1", "judge_acc")
 JUDGE_FLAGS = {"base_url": "--judge-base-url", "model": "--judge-model", "api_key_env": "--judge-api-key-env"}
 """The flag of each ``JudgeConfig`` field this command sets (any other: ``--judge-option KEY=VALUE``)."""
+RUNNER_FLAGS = (
+    "tokenizer",
+    "retriever_url",
+    "api_key_env",
+    "prompt_length",
+    "response_length",
+    "temperature",
+    "prompt_name",
+)
+"""The ``RunnerConfig`` fields set by the flag of the same name, in ``eval`` and ``demos generate``."""
 
 
 def parse_options(pairs: list[str] | None, what: str) -> dict[str, Any]:
@@ -119,29 +130,24 @@ def check_args(args: argparse.Namespace) -> None:
     model_or_hub_id(args.tokenizer, "--tokenizer")
 
 
+def runner_config(args: argparse.Namespace, loop_options: dict[str, Any], **endpoint: Any) -> Any:
+    """The :class:`~agentrag_verl.eval.runner.RunnerConfig` of the flags ``eval`` and ``demos generate`` share
+    (:data:`RUNNER_FLAGS`), the parsed ``--loop-option`` values and ``endpoint`` (``base_url``, ``model``, ...)."""
+    from agentrag_verl.eval.runner import RunnerConfig
+
+    return RunnerConfig(loop_options=loop_options, **arg_values(args, *RUNNER_FLAGS), **endpoint)
+
+
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~agentrag_verl.eval.harness.EvalConfig` of parsed arguments."""
     from agentrag_verl.eval.harness import EvalConfig
-    from agentrag_verl.eval.runner import RunnerConfig
 
     loop_options = parse_options(args.loop_option, "--loop-option")
     if args.topk is not None:
         loop_options["retriever_topk"] = args.topk
     if args.budget is not None:
         loop_options["budget"] = args.budget
-    runner = RunnerConfig(
-        tokenizer=args.tokenizer,
-        base_url=args.base_url,
-        model=args.model,
-        retriever_url=args.retriever_url,
-        api_key_env=args.api_key_env,
-        prompt_length=args.prompt_length,
-        response_length=args.response_length,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        loop_options=loop_options,
-        prompt_name=args.prompt_name,
-    )
+    runner = runner_config(args, loop_options, base_url=args.base_url, model=args.model, top_p=args.top_p)
     judge = None
     if args.judge_base_url:
         if not args.judge_model:

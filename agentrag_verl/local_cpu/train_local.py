@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentrag_verl.cli_common import report_error
+from agentrag_verl.cli_common import arg_values, report_error
 from agentrag_verl.local_cpu.process_tree import GIB, meminfo, run_process_tree
 from agentrag_verl.local_cpu.report import compare_weights, latest_actor_checkpoint, summarize_log
 
@@ -323,12 +323,7 @@ def main_ppo_arguments(
         val_files=val_files,
         checkpoint_dir=checkpoint_dir,
         ray_temp_dir=ray_temp_dir,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        rollout_n=args.rollout_n,
-        prompt_length=args.prompt_length,
-        response_length=args.response_length,
-        ray_address=args.ray_address,
+        **arg_values(args, "steps", "batch_size", "rollout_n", "prompt_length", "response_length", "ray_address"),
     )
     ours += [
         "reward.reward_manager.source=importlib",

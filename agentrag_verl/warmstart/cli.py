@@ -17,7 +17,15 @@ import argparse
 import asyncio
 import json
 
-from agentrag_verl.cli_common import API_KEY_HELP, api_key_env, output_dir, positive_int, report_error
+from agentrag_verl.cli_common import (
+    API_KEY_HELP,
+    add_command_group,
+    api_key_env,
+    arg_values,
+    output_dir,
+    positive_int,
+    report_error,
+)
 
 __all__ = ["add_parser"]
 
@@ -27,10 +35,9 @@ PROG = "agentrag-verl demos generate"
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from agentrag_verl.eval.cli import parse_options, quiet_known_warnings
+    from agentrag_verl.eval.cli import parse_options, quiet_known_warnings, runner_config
     from agentrag_verl.eval.data import MINI_WIKI_DIR, load_datasets
     from agentrag_verl.eval.harness import EvalIncomplete
-    from agentrag_verl.eval.runner import RunnerConfig
     from agentrag_verl.warmstart.demos import DemoConfig, generate_demos, scripted_teacher_client, stats_markdown
 
     quiet_known_warnings()
@@ -47,27 +54,18 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--teacher-model is required with --teacher-url (the model name the server serves).")
         if args.api_key_env and not os.environ.get(args.api_key_env):
             raise ValueError(f"--api-key-env {args.api_key_env}: that environment variable is not set.")
-        runner = RunnerConfig(
-            tokenizer=args.tokenizer,
+        runner = runner_config(
+            args,
+            loop_options,
             base_url=args.teacher_url or "scripted://teacher",
             model=args.teacher_model or "scripted-teacher",
-            retriever_url=args.retriever_url,
-            api_key_env=args.api_key_env,
-            prompt_length=args.prompt_length,
-            response_length=args.response_length,
-            temperature=args.temperature,
-            loop_options=loop_options,
-            prompt_name=args.prompt_name,
         )
         config = DemoConfig(
             runner=runner,
-            format=args.format,
             out_dir=args.out,
-            samples=args.samples,
-            concurrency=args.concurrency,
-            metric=args.metric,
             teacher="scripted (stand-in for a teacher model)" if scripted else args.teacher_model,
             progress=not args.no_progress,
+            **arg_values(args, "format", "samples", "concurrency", "metric"),
         )
     except (ValueError, OSError) as e:
         return report_error(PROG, e)
@@ -97,12 +95,13 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(subparsers) -> None:
     from agentrag_verl.registry import method_names
 
-    p = subparsers.add_parser(
+    sub = add_command_group(
+        subparsers,
         "demos",
+        "ACTION",
         help="Teacher demonstrations for the warm start (rejection sampling through our agent loops).",
         description=__doc__.split("\n\n")[0],
     )
-    sub = p.add_subparsers(dest="demos_command", metavar="ACTION", required=True)
     g = sub.add_parser("generate", help="Sample, check and store demonstrations (resumable).", description=__doc__)
     g.add_argument(
         "--format",

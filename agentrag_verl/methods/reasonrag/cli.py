@@ -22,7 +22,9 @@ from typing import Any
 
 from agentrag_verl.cli_common import (
     API_KEY_HELP,
+    add_command_group,
     api_key_env,
+    arg_values,
     input_dir,
     judge_option_names,
     non_negative_float,
@@ -148,19 +150,8 @@ async def _run_generate(args: argparse.Namespace) -> int:
     if args.limit is not None:
         questions = questions[: args.limit]
     mcts = MCTSConfig(
-        max_rollouts=args.max_rollouts,
-        max_children=args.max_children,
-        max_iter=args.max_iter,
-        c_uct=args.c_uct,
-        uct_formula=args.uct_formula,
-        value=args.value,
-        spre_rollouts=args.spre_rollouts,
-        alpha=args.alpha,
-        process_eval_fallback=args.process_eval_fallback,
-        pair_value=args.pair_value,
-        seed=args.seed,
-        keep_rollout_text=args.keep_rollout_text,
-    )
+        **arg_values(args, *(f.name for f in dataclasses.fields(MCTSConfig)))
+    )  # _generate_args: a flag per field
     policy_config = PolicyConfig(
         base_url=args.policy_url,
         model=args.policy_model,
@@ -264,12 +255,13 @@ def run_train(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> None:
     """Register ``reasonrag`` and its subcommands."""
-    p = subparsers.add_parser(
+    sub = add_command_group(
+        subparsers,
         "reasonrag",
+        "COMMAND",
         help="ReasonRAG: MCTS + SPRE preference data (RAG-ProGuide) and step-level DPO.",
         description=DESCRIPTION,
     )
-    sub = p.add_subparsers(dest="reasonrag_command", metavar="COMMAND", required=True)
     g = sub.add_parser(
         "generate",
         help="Search questions with MCTS + SPRE and write RAG-ProGuide pairs (resumable).",

@@ -20,7 +20,9 @@ from typing import Any
 
 from agentrag_verl.cli_common import (
     API_KEY_HELP,
+    add_command_group,
     api_key_env,
+    arg_values,
     input_file,
     judge_option_names,
     non_negative_float,
@@ -90,13 +92,11 @@ async def _run(args: argparse.Namespace) -> int:
         if args.limit is not None:
             questions = questions[: args.limit]
         options = PlannerOptions(
-            num_candidates=args.num_candidates,
-            candidate_temperature=args.candidate_temperature,
-            correctness=args.correctness,
-            retriever_url=args.retriever_url,
-            retriever_topk=args.retriever_topk,
             vote=not args.no_vote,
             max_questions_in_flight=args.concurrency,
+            **arg_values(
+                args, "num_candidates", "candidate_temperature", "correctness", "retriever_url", "retriever_topk"
+            ),
         )
         client = JudgeClient.from_config(_judge_config(args))
     except (ValueError, KeyError, OSError) as e:
@@ -144,8 +144,9 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("planners", help="Search-P1 reference planners (offline, before training).")
-    sub = p.add_subparsers(dest="planners_command", metavar="PLANNERS_COMMAND", required=True)
+    sub = add_command_group(
+        subparsers, "planners", "PLANNERS_COMMAND", help="Search-P1 reference planners (offline, before training)."
+    )
     g = sub.add_parser(
         "generate",
         help="Generate the reference-planner cache for a training set (resumable).",
