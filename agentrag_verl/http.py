@@ -437,21 +437,9 @@ async def aiohttp_request(
     data: bytes | str | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> Response:
-    """One HTTP attempt through aiohttp.
-
-    Args:
-        session: The session (its timeout is the attempt's deadline).
-        method: ``GET`` or ``POST``.
-        url: The URL.
-        data: The body, already encoded (e.g. ``json.dumps(body)``).
-        headers: Headers of this request only.
-
-    Returns:
-        The answer, when its status is below 400.
-
-    Raises:
-        RequestError: ``timeout``, ``connection``, or the answer's status (:func:`status_error`).
-    """
+    """One HTTP attempt through aiohttp: :func:`httpx_request` (the same answer, the same errors) with an aiohttp
+    ``session`` (its timeout is the attempt's deadline) and ``data``, the body already encoded (e.g.
+    ``json.dumps(body)``), in place of the client and ``json``."""
     import aiohttp
 
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 __all__ = [
@@ -74,6 +74,16 @@ def _as_gold_list(golds: str | Iterable[str]) -> list[str]:
     return [g if isinstance(g, str) else str(g) for g in golds]
 
 
+def _best_over_golds(
+    pred: str | None, golds: str | Iterable[str], punct: Literal["delete", "space"], score: Callable[[str, str], float]
+) -> float:
+    """The best ``score(normalized prediction, normalized gold)`` over the golds; 0.0 without a prediction."""
+    if pred is None:
+        return 0.0
+    p = normalize_answer(pred, punct)
+    return max((score(p, normalize_answer(g, punct)) for g in _as_gold_list(golds)), default=0.0)
+
+
 def exact_match(pred: str | None, golds: str | Iterable[str], punct: Literal["delete", "space"] = "delete") -> float:
     """1.0 if the normalized prediction equals any normalized gold, else 0.0.
 
@@ -82,10 +92,7 @@ def exact_match(pred: str | None, golds: str | Iterable[str], punct: Literal["de
     >>> exact_match("Eiffel", "Eiffel Tower")
     0.0
     """
-    if pred is None:
-        return 0.0
-    p = normalize_answer(pred, punct)
-    return float(any(p == normalize_answer(g, punct) for g in _as_gold_list(golds)))
+    return _best_over_golds(pred, golds, punct, lambda p, g: float(p == g))
 
 
 def cover_exact_match(
@@ -99,14 +106,7 @@ def cover_exact_match(
     >>> cover_exact_match("Eiffel", ["Gustave Eiffel"])
     0.0
     """
-    if pred is None:
-        return 0.0
-    p = normalize_answer(pred, punct)
-    for g in _as_gold_list(golds):
-        ng = normalize_answer(g, punct)
-        if ng and ng in p:
-            return 1.0
-    return 0.0
+    return _best_over_golds(pred, golds, punct, lambda p, g: float(bool(g) and g in p))
 
 
 def f1_score(pred: str | None, golds: str | Iterable[str], punct: Literal["delete", "space"] = "delete") -> float:
@@ -118,23 +118,19 @@ def f1_score(pred: str | None, golds: str | Iterable[str], punct: Literal["delet
     >>> f1_score("no", ["yes"])
     0.0
     """
-    if pred is None:
+    return _best_over_golds(pred, golds, punct, _token_f1)
+
+
+def _token_f1(p: str, g: str) -> float:
+    if (p in _SPECIAL_ANSWERS or g in _SPECIAL_ANSWERS) and p != g:
         return 0.0
-    p = normalize_answer(pred, punct)
-    p_tokens = p.split()
-    best = 0.0
-    for g in _as_gold_list(golds):
-        ng = normalize_answer(g, punct)
-        if (p in _SPECIAL_ANSWERS or ng in _SPECIAL_ANSWERS) and p != ng:
-            continue
-        common = Counter(p_tokens) & Counter(ng.split())
-        num_same = sum(common.values())
-        if num_same == 0:
-            continue
-        precision = num_same / len(p_tokens)
-        recall = num_same / len(ng.split())
-        best = max(best, 2 * precision * recall / (precision + recall))
-    return best
+    p_tokens, g_tokens = p.split(), g.split()
+    num_same = sum((Counter(p_tokens) & Counter(g_tokens)).values())
+    if num_same == 0:
+        return 0.0
+    precision = num_same / len(p_tokens)
+    recall = num_same / len(g_tokens)
+    return 2 * precision * recall / (precision + recall)
 
 
 def extract_answer(text: str | None) -> str | None:

@@ -185,14 +185,26 @@ def get_method(name: str) -> Method:
     Raises:
         ValueError: Unknown name (the message lists the declared ones).
     """
+    return _declared(
+        _METHODS,
+        name,
+        "method",
+        lambda: [m.name for m in methods()],
+        f"(a folder under agentrag_verl/methods/ or a package named in the {ENTRY_POINT_GROUP!r} entry points).",
+    )
+
+
+def _declared(table: dict[str, Any], name: str, what: str, choices: Callable[[], list[str]], how: str) -> Any:
+    """``table``'s entry for ``name`` (case and surrounding spaces ignored), once every method package is loaded.
+
+    Raises:
+        ValueError: Unknown name: ``Unknown <what> <name>; choose one of <choices()> <how>``.
+    """
     load_methods()
     key = str(name).strip().lower()
-    if key not in _METHODS:
-        raise ValueError(
-            f"Unknown method {name!r}; choose one of {[m.name for m in methods()]} (a folder under "
-            f"agentrag_verl/methods/ or a package named in the {ENTRY_POINT_GROUP!r} entry points)."
-        )
-    return _METHODS[key]
+    if key not in table:
+        raise ValueError(f"Unknown {what} {name!r}; choose one of {choices()} {how}")
+    return table[key]
 
 
 def methods() -> list[Method]:
@@ -267,14 +279,13 @@ def reward_manager_target(name: str) -> str:
     Raises:
         ValueError: Unknown name; the message lists the declared ones.
     """
-    load_methods()
-    key = str(name).strip().lower()
-    if key not in _MANAGERS:
-        raise ValueError(
-            f"Unknown reward manager {name!r}; choose one of {reward_manager_names()} "
-            f"(set reward.reward_manager.name), or declare yours with register_reward_manager()."
-        )
-    return _MANAGERS[key]
+    return _declared(
+        _MANAGERS,
+        name,
+        "reward manager",
+        reward_manager_names,
+        "(set reward.reward_manager.name), or declare yours with register_reward_manager().",
+    )
 
 
 def reward_manager_class(name: str) -> type:

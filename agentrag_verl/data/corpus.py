@@ -216,13 +216,8 @@ def write_corpus(passages: Iterable[Passage], path: str | os.PathLike[str]) -> P
 
 
 def write_qa(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
-    """Write QA rows as a FlashRAG JSON Lines file (UTF-8, one JSON object per line).
-
-    Parent directories are created. Non-ASCII characters are written as is, not ``\\u`` escaped.
-
-    Args:
-        rows: The rows, e.g. from :func:`load_qa`.
-        path: Destination ``.jsonl`` file; overwritten if it exists.
+    """Write QA ``rows`` (e.g. from :func:`load_qa`) as a FlashRAG JSON Lines file at ``path``, the way
+    :func:`write_corpus` writes passages (parents created, an existing file overwritten, non-ASCII as is).
 
     Returns:
         ``path`` as a :class:`~pathlib.Path`.

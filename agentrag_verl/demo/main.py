@@ -168,6 +168,15 @@ def plot_story(
 
     plt = _pyplot()
     paths = []
+
+    def save(fig: Any, ax: Any, title: str, name: str, **legend: Any) -> None:
+        ax.set_title(title)
+        ax.legend(**legend)
+        fig.tight_layout()
+        paths.append(out_dir / name)
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+
     names = [r["stage"] for r in rows]
     x = range(len(rows))
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
@@ -180,24 +189,14 @@ def plot_story(
     ax.set_xticks(list(x), names)
     ax.set_ylabel("% of test questions")
     ax.set_ylim(0, 105)
-    ax.set_title("SmolLM2-135M on mini-wiki, per stage (95% CI)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths.append(out_dir / "stages.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    save(fig, ax, "SmolLM2-135M on mini-wiki, per stage (95% CI)", "stages.png", fontsize=8)
 
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     for i, (key, label) in enumerate((("depth_corpus", "corpus-only questions"), ("depth_common", "common knowledge"))):
         ax.bar([xi + (i - 0.5) * 0.35 for xi in x], [r[key][0] or 0 for r in rows], width=0.35, label=label)
     ax.set_xticks(list(x), names)
     ax.set_ylabel("mean searches per question")
-    ax.set_title("Search depth by question type")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths.append(out_dir / "search_depth.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    save(fig, ax, "Search depth by question type", "search_depth.png", fontsize=8)
 
     if curve:
         fig, ax = plt.subplots(figsize=(6.5, 3.6))
@@ -207,13 +206,8 @@ def plot_story(
             ax.fill_between(steps, [c["min"] for c in curve], [c["max"] for c in curve], alpha=0.2, label="min-max")
         ax.set_xlabel("GRPO step")
         ax.set_ylabel(f"{method_label} reward")
-        ax.set_title("Training reward (verl main_ppo on CPU)")
         ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        paths.append(out_dir / "reward_curve.png")
-        fig.savefig(paths[-1], dpi=120)
-        plt.close(fig)
+        save(fig, ax, "Training reward (verl main_ppo on CPU)", "reward_curve.png")
     return paths
 
 

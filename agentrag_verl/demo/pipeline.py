@@ -435,24 +435,20 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
     """verl parquet files of the training questions (all three sets) and a few test questions for validation."""
     from agentrag_verl.local_cpu.data import qa_to_verl_rows, write_parquet
 
-    train, val = [], []
-    for ds, qs in load_split(settings, "train", settings.train_limit).items():
-        train += qa_to_verl_rows(
-            [_row(q) for q in qs],
-            split="train",
-            data_source=ds,
-            format_name=settings.format,
-            prompt_name=settings.prompt_name,
-        )
-    per_set = max(1, settings.grpo_val_limit // 3)
-    for ds, qs in load_split(settings, "test", per_set).items():
-        val += qa_to_verl_rows(
-            [_row(q) for q in qs],
-            split="test",
-            data_source=ds,
-            format_name=settings.format,
-            prompt_name=settings.prompt_name,
-        )
+    def verl_rows(split: str, limit: int | None) -> list[dict[str, Any]]:
+        rows = []
+        for ds, qs in load_split(settings, split, limit).items():
+            rows += qa_to_verl_rows(
+                [_row(q) for q in qs],
+                split=split,
+                data_source=ds,
+                format_name=settings.format,
+                prompt_name=settings.prompt_name,
+            )
+        return rows
+
+    train = verl_rows("train", settings.train_limit)
+    val = verl_rows("test", max(1, settings.grpo_val_limit // 3))  # grpo_val_limit over the three sets
     out = settings.work_dir / "grpo_data"
     return write_parquet(train, out / "train.parquet"), write_parquet(
         val[: max(1, settings.grpo_val_limit)], out / "val.parquet"
