@@ -82,10 +82,20 @@ def retriever_service(tmp_path_factory):
 
 
 @pytest.fixture
+def retriever(retriever_service):
+    """The real retriever server over the fixture corpus (:func:`retriever_service`), its request log cleared for
+    this test."""
+    retriever_service.requests.clear()
+    return retriever_service
+
+
+@pytest.fixture
 def keyword_retriever():
     """The scripted Search-R1 retriever (keyword overlap, :class:`~agentrag_verl.testing.FakeRetriever`) over the
-    fixture corpus on 127.0.0.1; ``.url`` is its ``/retrieve`` URL. No model, starts at once."""
-    from agentrag_verl.testing import FakeRetriever, load_corpus
+    fixture corpus on 127.0.0.1; ``.url`` is its ``/retrieve`` URL. No model, starts at once; set ``.mode`` (and
+    ``.delay_s``) to inject faults."""
+    from agentrag_verl.testing import FakeRetriever
+    from tests.support import corpus_documents
 
-    with FakeRetriever([{"id": p.id, "contents": f'"{p.title}"\n{p.text}'} for p in load_corpus()]) as server:
+    with FakeRetriever(corpus_documents()) as server:
         yield server

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import doctest
 import logging
 
-from agentrag_verl import failure_log
 from agentrag_verl.failure_log import FailureLog
 
 
@@ -26,8 +24,3 @@ def test_without_a_logger_it_only_counts(caplog):
     with caplog.at_level(logging.DEBUG):
         log.record("a", "a line")
     assert not caplog.records and log.counts == {"a": 1}
-
-
-def test_module_examples():
-    result = doctest.testmod(failure_log)
-    assert result.attempted > 0 and result.failed == 0

@@ -3,7 +3,6 @@ refuses a second writer and corrupt lines; the reader leaves a file being writte
 
 from __future__ import annotations
 
-import doctest
 import json
 import os
 import signal
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-import agentrag_verl.jsonl as jsonl
 from agentrag_verl.jsonl import JsonLinesError, JsonlLockedError, JsonlStore, read_json_lines, read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,11 +28,6 @@ def by_id(record):
 def ids_on_disk(path: Path) -> list[str]:
     """The ids of every line, in file order (each line must be complete JSON)."""
     return [json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def test_module_examples():
-    result = doctest.testmod(jsonl)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_torn_last_line_is_cut_and_the_record_done_again(tmp_path):

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 import subprocess
 import sys
 
 import pytest
-
-import agentrag_verl._lazy as lazy
-
-
-def test_module_examples():
-    result = doctest.testmod(lazy)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_exports_resolve_on_first_access_only():

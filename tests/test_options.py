@@ -3,14 +3,12 @@ messages that name the key, the valid choices and where to set them."""
 
 from __future__ import annotations
 
-import doctest
 from dataclasses import dataclass
 from typing import Literal
 
 import pytest
 from omegaconf import OmegaConf
 
-import agentrag_verl.options as options_module
 from agentrag_verl.options import check_choice, check_literals, from_mapping, plain_mapping
 
 
@@ -24,11 +22,6 @@ class Opts:
 
 class OptsError(ValueError):
     pass
-
-
-def test_module_examples():
-    result = doctest.testmod(options_module)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_builds_from_dict_omegaconf_and_none():

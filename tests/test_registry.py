@@ -4,18 +4,12 @@ the valid ones."""
 
 from __future__ import annotations
 
-import doctest
 import subprocess
 import sys
 
 import pytest
 
 from agentrag_verl import registry
-
-
-def test_module_examples():
-    result = doctest.testmod(registry)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_listings_do_not_depend_on_which_method_was_imported_first():

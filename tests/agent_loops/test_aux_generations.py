@@ -56,7 +56,7 @@ async def test_hiprag_reanswers_recorded_deduplicated_and_not_trained(make_worke
 async def test_reanswers_off(make_worker, retriever):
     worker = make_worker()
     turns = [search_turn("hiprag", "Orla Brennick"), answer_turn("hiprag", "1934")]
-    out, client = await run(worker, "hiprag", TurnScript("hiprag", turns), retriever_url=retriever.url, reanswers=False)
+    out, client = await run(worker, "hiprag", turns, retriever_url=retriever.url, reanswers=False)
     assert out.non_tensor_batch[F.REANSWERS][0] == []
     assert out.non_tensor_batch[F.AUX_COST][0] == {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
     # the trajectory's own generations only: the search turn, its conclusion (HiPRAG Alg. 1 stops at </conclusion>),

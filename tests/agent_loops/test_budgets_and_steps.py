@@ -22,7 +22,7 @@ from agentrag_verl.registry import reward_manager_class
 from agentrag_verl.rewards.parts import RewardContext
 from agentrag_verl.rewards.record import Sample
 
-from .test_search_agent_loop import TurnScript, answer_turn, run, search_turn, spans, unpad
+from .test_search_agent_loop import TurnScript, answer_turn, run, run_forced, search_turn, spans, unpad
 
 GOLDS = ["1934"]
 
@@ -84,7 +84,7 @@ async def test_searchr1_final_turn_search_is_cut_and_full_reward(make_worker, re
         search_turn(fmt, "Marrow & Tilde founded"),
         "<think>One more.</think>\n<search>Asvik</search>",
     ]
-    out, client = await run(worker, fmt, TurnScript(fmt, turns), retriever_url=retriever.url, budget=2)
+    out, client = await run(worker, fmt, turns, retriever_url=retriever.url, budget=2)
     sample, ids, mask = sample_of(out, tok)
     assert len(retriever.requests) == 2 and "Asvik" not in sample.response
     assert sample.response.count("<search>") == 2 and sample.response.rstrip().endswith("<answer> 1934</answer>")
@@ -104,7 +104,7 @@ async def test_searchr1_final_turn_answer_is_untouched(make_worker, retriever):
     worker = make_worker()
     fmt = "searchr1"
     turns = [search_turn(fmt, "Orla Brennick"), search_turn(fmt, "Marrow"), answer_turn(fmt, "1934")]
-    out, _ = await run(worker, fmt, TurnScript(fmt, turns), retriever_url=retriever.url, budget=2)
+    out, _ = await run(worker, fmt, turns, retriever_url=retriever.url, budget=2)
     sample, _, _ = sample_of(out, worker.tokenizer)
     # the model answered in its final turn by itself: nothing was forced
     assert out.non_tensor_batch[F.BUDGET_EXHAUSTED][0] is False
@@ -124,9 +124,7 @@ async def test_searchp1_forces_answer_after_the_bth_response_full_reward(make_wo
         "<reasoning>Now the singer.</reasoning>\n<tool_call>lead singer of Art Brut</tool_call>",
         "<reasoning>More.</reasoning>\n<tool_call>Art Brut members</tool_call>",  # never generated
     ]
-    out, client = await run(
-        worker, fmt, TurnScript(fmt, turns, forced="1934</answer><|im_end|>"), retriever_url=retriever.url, budget=2
-    )
+    out, client = await run_forced(worker, fmt, turns, 2, retriever.url)
     ids, mask = unpad(out)
     path = ["Bang Bang Rock & Roll album", "lead singer of Art Brut"]
     plan = {"ref_planner": "find the band, then its singer", "ref_reasoning_path": path}
@@ -159,9 +157,7 @@ async def test_hiprag_whole_step_budget_gets_full_reward(make_worker, retriever)
         "She founded it.</conclusion></step><step><reasoning>r</reasoning><search>Marrow founding</search>",
         "In 1934.</conclusion></step><step><reasoning>r</reasoning><search>Asvik</search>",
     ]
-    out, _ = await run(
-        worker, fmt, TurnScript(fmt, turns, forced="1934</answer><|im_end|>"), retriever_url=retriever.url, budget=2
-    )
+    out, _ = await run_forced(worker, fmt, turns, 2, retriever.url)
     sample, _, _ = sample_of(out, tok)
     assert get_format(fmt).check_format(sample.response) == (1, 2)
     judge = Judge()
@@ -178,9 +174,7 @@ async def test_multistage_final_turn_cut_keeps_the_structure(make_worker, retrie
     tok = worker.tokenizer
     fmt = "multistage"
     turns = [search_turn(fmt, "Orla Brennick founder"), "<reflect>Found it.</reflect>\n<search>Asvik</search>"]
-    out, _ = await run(
-        worker, fmt, TurnScript(fmt, turns, forced="1934</answer><|im_end|>"), retriever_url=retriever.url, budget=1
-    )
+    out, _ = await run_forced(worker, fmt, turns, 1, retriever.url)
     sample, _, _ = sample_of(out, tok)
     assert "Asvik" not in sample.response and get_format(fmt).check_format(sample.response)
     scored = await score(manager("multistage", tok, correctness="em", stage=1), sample)

@@ -10,6 +10,7 @@ import pytest
 
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.formats import get_format
+from tests.support import trainer_config
 
 from .conftest import set_options
 from .test_search_agent_loop import unpad
@@ -30,22 +31,11 @@ ORACLE_YAML = """
 
 @pytest.fixture(scope="module")
 def oracle_worker(tiny_model_dir, tmp_path_factory):
-    from hydra import compose, initialize_config_module
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     yaml_path = tmp_path_factory.mktemp("oracle") / "agent_loops.yaml"
     yaml_path.write_text(ORACLE_YAML)
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        cfg = compose(
-            config_name="ppo_trainer",
-            overrides=[
-                f"actor_rollout_ref.model.path={tiny_model_dir}",
-                "actor_rollout_ref.rollout.name=vllm",
-                "actor_rollout_ref.rollout.prompt_length=1024",
-                "actor_rollout_ref.rollout.response_length=512",
-                f"actor_rollout_ref.rollout.agent.agent_loop_config_path={yaml_path}",
-            ],
-        )
+    cfg = trainer_config(tiny_model_dir, prompt_length=1024, response_length=512, agent_loops=yaml_path)
     return AgentLoopWorker(cfg, llm_client=None)
 
 

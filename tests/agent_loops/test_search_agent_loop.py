@@ -81,12 +81,22 @@ def spans(mask: list[int]) -> list[tuple[int, int, int]]:
     return out
 
 
-async def run(worker, fmt: str, script: TurnScript, questions: list[str] | None = None, **options):
+async def run(worker, fmt: str, script: TurnScript | list[str], questions: list[str] | None = None, **options):
+    """Roll ``questions`` (default: :data:`QUESTION`) out with ``fmt``'s agent loop and run-wide ``options``; the
+    policy is ``script`` (a list of turns: ``TurnScript(fmt, turns)``). Returns the batch and the scripted client."""
+    if isinstance(script, list):
+        script = TurnScript(fmt, script)
     set_options(worker, **options)
     client = ScriptedLLMClient(worker.tokenizer, script)
     worker.llm_client = client
     batch = make_batch(questions or [QUESTION], agent_name(fmt), "searchr1" if fmt == "autosearch" else fmt)
     return await worker.generate_sequences(batch), client
+
+
+async def run_forced(worker, fmt: str, turns: list[str], budget: int, retriever_url: str):
+    """``run`` with a search ``budget``, the policy answering 1934 once the environment forces the answer."""
+    script = TurnScript(fmt, turns, forced="1934</answer><|im_end|>")
+    return await run(worker, fmt, script, retriever_url=retriever_url, budget=budget)
 
 
 def unpad(out, i: int = 0) -> tuple[list[int], list[int]]:
@@ -100,7 +110,7 @@ async def test_searchr1_two_searches_exact_tokens(make_worker, retriever):
     tok = worker.tokenizer
     fmt, spec = "searchr1", get_format("searchr1").action_spec
     turns = [search_turn(fmt, "Orla Brennick"), search_turn(fmt, "Marrow & Tilde founded"), answer_turn(fmt, "1934")]
-    out, client = await run(worker, fmt, TurnScript(fmt, turns), retriever_url=retriever.url)
+    out, client = await run(worker, fmt, turns, retriever_url=retriever.url)
     ids, mask = unpad(out)
 
     def enc(text: str) -> list[int]:
@@ -142,7 +152,7 @@ async def test_every_format_masks_observations_and_injected_tags(make_worker, re
     tok = worker.tokenizer
     spec = get_format(fmt).action_spec
     turns = [search_turn(fmt, "Orla Brennick"), answer_turn(fmt, "1934")]
-    out, _ = await run(worker, fmt, TurnScript(fmt, turns), retriever_url=retriever.url)
+    out, _ = await run(worker, fmt, turns, retriever_url=retriever.url)
     ids, mask = unpad(out)
     zero_runs = [tok.decode(ids[s:e]) for v, s, e in spans(mask) if v == 0]
     one_runs = [tok.decode(ids[s:e]) for v, s, e in spans(mask) if v == 1]
@@ -181,9 +191,7 @@ async def test_hiprag_budget_counts_steps_and_forces_answer(make_worker, retriev
         "c</conclusion></step><step><reasoning>r</reasoning><search>Velda</search>",
         "c</conclusion></step><step><reasoning>r</reasoning><search>Asvik</search>",
     ]
-    out, client = await run(
-        worker, fmt, TurnScript(fmt, turns, forced="1934</answer><|im_end|>"), retriever_url=retriever.url, budget=2
-    )
+    out, client = await run_forced(worker, fmt, turns, 2, retriever.url)
     ids, mask = unpad(out)
     extra = out.non_tensor_batch
     assert len(retriever.requests) == 2  # both searches of the two steps ran; "Asvik" was never generated
@@ -206,9 +214,7 @@ async def test_hiprag_budget_counts_steps_and_forces_answer(make_worker, retriev
 
 async def test_malformed_action_ends_episode(make_worker, retriever):
     worker = make_worker()
-    out, _ = await run(
-        worker, "searchr1", TurnScript("searchr1", ["I think it is 1934.<|im_end|>"]), retriever_url=retriever.url
-    )
+    out, _ = await run(worker, "searchr1", ["I think it is 1934.<|im_end|>"], retriever_url=retriever.url)
     ids, mask = unpad(out)
     steps = out.non_tensor_batch[F.STEPS][0]
     assert [s[F.STEP_KIND] for s in steps] == ["invalid"]
@@ -220,7 +226,7 @@ async def test_empty_query_is_invalid_and_not_sent(make_worker, retriever):
     worker = make_worker()
     tok = worker.tokenizer
     turns = ["<think>t</think><search>   </search>", answer_turn("searchr1", "x")]
-    out, _ = await run(worker, "searchr1", TurnScript("searchr1", turns), retriever_url=retriever.url)
+    out, _ = await run(worker, "searchr1", turns, retriever_url=retriever.url)
     ids, mask = unpad(out)
     steps = out.non_tensor_batch[F.STEPS][0]
     assert [s[F.STEP_KIND] for s in steps] == ["invalid", "answer"]
@@ -239,24 +245,17 @@ async def test_empty_query_is_invalid_and_not_sent(make_worker, retriever):
         ("garbage", 1, "bad_response"),
     ],
 )
-async def test_retriever_failure_becomes_observation(make_worker, flaky_retriever, mode, expected_requests, kind):
+async def test_retriever_failure_becomes_observation(make_worker, keyword_retriever, mode, expected_requests, kind):
     worker = make_worker()
     tok = worker.tokenizer
     # A timeout well above a loaded machine's response time (a 4xx must not turn into a timeout), below delay_s.
-    flaky_retriever.mode, flaky_retriever.delay_s = mode, 3.0
+    keyword_retriever.mode, keyword_retriever.delay_s = mode, 3.0
+    retries = {"retriever_max_retries": 1, "retriever_backoff_s": 0.01, "retriever_timeout_s": 1.0}
     turns = [search_turn("searchr1", "Orla Brennick"), answer_turn("searchr1", "x")]
-    out, _ = await run(
-        worker,
-        "searchr1",
-        TurnScript("searchr1", turns),
-        retriever_url=flaky_retriever.url,
-        retriever_max_retries=1,
-        retriever_backoff_s=0.01,
-        retriever_timeout_s=1.0,
-    )
+    out, _ = await run(worker, "searchr1", turns, retriever_url=keyword_retriever.url, **retries)
     ids, mask = unpad(out)
     extra = out.non_tensor_batch
-    assert len(flaky_retriever.requests) == expected_requests
+    assert len(keyword_retriever.requests) == expected_requests
     assert extra[F.RETRIEVER_ERRORS][0] == 1 and extra[F.NUM_SEARCHES][0] == 1
     steps = extra[F.STEPS][0]
     assert [s[F.STEP_KIND] for s in steps] == ["search", "answer"]  # the trajectory went on
@@ -269,13 +268,7 @@ async def test_retriever_unreachable(make_worker):
     worker = make_worker()
     turns = [search_turn("searchr1", "q"), answer_turn("searchr1", "x")]
     # Port 9 (discard) on 127.0.0.1: nothing listens, the connection is refused.
-    out, _ = await run(
-        worker,
-        "searchr1",
-        TurnScript("searchr1", turns),
-        retriever_url="http://127.0.0.1:9/retrieve",
-        retriever_max_retries=0,
-    )
+    out, _ = await run(worker, "searchr1", turns, retriever_url="http://127.0.0.1:9/retrieve", retriever_max_retries=0)
     steps = out.non_tensor_batch[F.STEPS][0]
     assert steps[0][F.STEP_RETRIEVER_ERROR].startswith("connection")
     assert out.non_tensor_batch[F.RETRIEVER_ERRORS][0] == 1
@@ -285,9 +278,7 @@ async def test_response_length_overflow(make_worker, retriever):
     # 96 tokens: the first turn (~20 tokens) fits, the ~200-token observation does not and is cut.
     worker = make_worker(96)
     turns = [search_turn("searchr1", "Orla Brennick"), answer_turn("searchr1", "1934")]
-    out, client = await run(
-        worker, "searchr1", TurnScript("searchr1", turns), retriever_url=retriever.url, max_observation_tokens=0
-    )
+    out, client = await run(worker, "searchr1", turns, retriever_url=retriever.url, max_observation_tokens=0)
     ids, mask = unpad(out)
     assert len(ids) == 96 and out.batch["responses"].shape[1] == 96
     assert mask[-1] == 0 and len(client.calls) == 1  # no generation after the cut observation
@@ -298,7 +289,7 @@ async def test_response_length_overflow(make_worker, retriever):
 async def test_generation_gets_remaining_budget(make_worker, retriever):
     worker = make_worker(96)
     long_turn = "<think>" + "blah " * 200
-    out, client = await run(worker, "searchr1", TurnScript("searchr1", [long_turn]), retriever_url=retriever.url)
+    out, client = await run(worker, "searchr1", [long_turn], retriever_url=retriever.url)
     ids, mask = unpad(out)
     assert client.calls[0].sampling_params["max_tokens"] == 96
     assert len(ids) == 96 and set(mask) == {1}
@@ -313,7 +304,7 @@ async def test_observation_truncation(make_worker, retriever, side):
     out, _ = await run(
         worker,
         "searchr1",
-        TurnScript("searchr1", turns),
+        turns,
         retriever_url=retriever.url,
         max_observation_tokens=12,
         observation_truncation_side=side,
@@ -331,7 +322,7 @@ async def test_unknown_option_is_reported(make_worker, retriever):
     worker = make_worker()
     # hydra.utils.instantiate wraps the ValueError; the message names the valid keys.
     with pytest.raises(Exception, match=r"Unknown agent-loop option\(s\) \['retriever_top_k'\].*retriever_topk"):
-        await run(worker, "searchr1", TurnScript("searchr1", ["x"]), retriever_url=retriever.url, retriever_top_k=3)
+        await run(worker, "searchr1", ["x"], retriever_url=retriever.url, retriever_top_k=3)
 
 
 async def test_initial_search_is_masked_and_not_a_step(make_worker, retriever):
@@ -340,7 +331,7 @@ async def test_initial_search_is_masked_and_not_a_step(make_worker, retriever):
     out, _ = await run(
         worker,
         "searchr1",
-        TurnScript("searchr1", [answer_turn("searchr1", "1934")]),
+        [answer_turn("searchr1", "1934")],
         retriever_url=retriever.url,
         initial_search=True,
     )

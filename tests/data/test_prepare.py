@@ -35,6 +35,15 @@ def write_split(root: Path, dataset: str, split: str, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def prepare(out: Path, preset: str, fmt: str, *extra: str, flashrag_dir: Path | None = None) -> int:
+    """``agentrag-verl data prepare --preset PRESET --format FMT [EXTRA...] [--flashrag-dir DIR] --out OUT``: its exit
+    status."""
+    argv = ["data", "prepare", "--preset", preset, "--format", fmt, *extra]
+    if flashrag_dir is not None:
+        argv += ["--flashrag-dir", str(flashrag_dir)]
+    return main([*argv, "--out", str(out)])
+
+
 @pytest.fixture
 def flashrag_dir(tmp_path) -> Path:
     """A FlashRAG_datasets-shaped directory: every benchmark gets fixture rows under the splits it has on the hub."""
@@ -49,20 +58,7 @@ def flashrag_dir(tmp_path) -> Path:
 
 def test_searchr1_preset_columns_and_counts(flashrag_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    rc = main(
-        [
-            "data",
-            "prepare",
-            "--preset",
-            "searchr1_nq_hotpotqa",
-            "--format",
-            "hiprag",
-            "--flashrag-dir",
-            str(flashrag_dir),
-            "--out",
-            str(out),
-        ]
-    )
+    rc = prepare(out, "searchr1_nq_hotpotqa", "hiprag", flashrag_dir=flashrag_dir)
     assert rc == 0
     printed = capsys.readouterr().out
     assert "train.parquet: 20 rows (searchR1_nq=10, searchR1_hotpotqa=10)" in printed
@@ -94,23 +90,7 @@ def test_searchr1_preset_columns_and_counts(flashrag_dir, tmp_path, capsys):
 
 def test_2wiki_80_20_is_a_disjoint_seeded_split(flashrag_dir, tmp_path):
     out = tmp_path / "ms"
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--preset",
-                "2wiki_80_20",
-                "--format",
-                "multistage",
-                "--flashrag-dir",
-                str(flashrag_dir),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert prepare(out, "2wiki_80_20", "multistage", flashrag_dir=flashrag_dir) == 0
     train, val = pd.read_parquet(out / "train.parquet"), pd.read_parquet(out / "val.parquet")
     ids_train = set(train["extra_info"].map(lambda e: e["id"]))
     ids_val = set(val["extra_info"].map(lambda e: e["id"]))
@@ -120,42 +100,13 @@ def test_2wiki_80_20_is_a_disjoint_seeded_split(flashrag_dir, tmp_path):
     assert set(train["agent_name"]) == {"multistage_agent"}
     # same seed -> same split; another seed -> (almost surely) another split
     again = tmp_path / "ms2"
-    main(
-        [
-            "data",
-            "prepare",
-            "--preset",
-            "2wiki_80_20",
-            "--format",
-            "multistage",
-            "--flashrag-dir",
-            str(flashrag_dir),
-            "--out",
-            str(again),
-        ]
-    )
+    prepare(again, "2wiki_80_20", "multistage", flashrag_dir=flashrag_dir)
     assert set(pd.read_parquet(again / "val.parquet")["extra_info"].map(lambda e: e["id"])) == ids_val
 
 
 def test_test7_writes_one_file_per_benchmark(flashrag_dir, tmp_path):
     out = tmp_path / "t7"
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--preset",
-                "test7",
-                "--format",
-                "searchp1",
-                "--flashrag-dir",
-                str(flashrag_dir),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert prepare(out, "test7", "searchp1", flashrag_dir=flashrag_dir) == 0
     names = sorted(p.name for p in out.glob("*.parquet"))
     assert names == sorted(
         ["test.parquet"]
@@ -172,25 +123,7 @@ def test_sampling_and_max_per_source(flashrag_dir, tmp_path):
     picked = select_rows(rows, SourceSpec("hotpotqa", "train", sample=4), seed=3)
     assert len(picked) == 4 and picked == select_rows(rows, SourceSpec("hotpotqa", "train", sample=4), seed=3)
     out = tmp_path / "rr"
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--preset",
-                "reasonrag_questions",
-                "--format",
-                "searchr1",
-                "--max-per-source",
-                "3",
-                "--flashrag-dir",
-                str(flashrag_dir),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert prepare(out, "reasonrag_questions", "searchr1", "--max-per-source", "3", flashrag_dir=flashrag_dir) == 0
     train = pd.read_parquet(out / "train.parquet")
     assert train["data_source"].value_counts().to_dict() == {
         "searchR1_popqa": 3,
@@ -231,58 +164,12 @@ def test_repeated_ids_and_missing_sources_are_errors(tmp_path, flashrag_dir, cap
     dup.write_text('{"id": "a", "question": "q?", "golden_answers": ["x"]}\n' * 2)
     with pytest.raises(DataSourceError, match="already used on line 1"):
         read_questions(dup, dataset="d", split="train")
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--preset",
-                "searchr1_nq_hotpotqa",
-                "--format",
-                "searchr1",
-                "--out",
-                str(tmp_path / "o"),
-            ]
-        )
-        == 2
-    )
+    assert prepare(tmp_path / "o", "searchr1_nq_hotpotqa", "searchr1") == 2
     assert "--flashrag-dir DIR" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--preset",
-                "nope",
-                "--format",
-                "searchr1",
-                "--flashrag-dir",
-                str(flashrag_dir),
-                "--out",
-                str(tmp_path / "o"),
-            ]
-        )
-        == 2
-    )
+    assert prepare(tmp_path / "o", "nope", "searchr1", flashrag_dir=flashrag_dir) == 2
     assert "choose one of" in capsys.readouterr().err
     (flashrag_dir / "hotpotqa" / "train.jsonl").unlink()
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--preset",
-                "searchr1_nq_hotpotqa",
-                "--format",
-                "searchr1",
-                "--flashrag-dir",
-                str(flashrag_dir),
-                "--out",
-                str(tmp_path / "o"),
-            ]
-        )
-        == 2
-    )
+    assert prepare(tmp_path / "o", "searchr1_nq_hotpotqa", "searchr1", flashrag_dir=flashrag_dir) == 2
     assert "has splits ['dev']" in capsys.readouterr().err
 
 

@@ -18,26 +18,9 @@ from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
 from agentrag_verl.agent_loops.local_clients import ScriptedLLMClient
 from agentrag_verl.cli import main
 from agentrag_verl.data.corpus import QA_PATH, load_qa
+from tests.support import trainer_config
 
 QA = {q["question"]: q for q in load_qa()}
-
-
-def compose(model_dir, overrides: list[str]) -> Any:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        return hydra_compose(
-            config_name="ppo_trainer",
-            overrides=[
-                f"actor_rollout_ref.model.path={model_dir}",
-                "actor_rollout_ref.rollout.name=vllm",
-                "data.max_prompt_length=1024",
-                "data.max_response_length=512",
-                f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_CONFIG}",
-                *overrides,
-            ],
-        )
 
 
 class Policy:
@@ -72,8 +55,13 @@ async def run_pipeline(tmp_path, tiny_model_dir, retriever_url: str, fmt: str, r
 
     out = tmp_path / fmt
     assert main(["data", "prepare", "--input", str(QA_PATH), "--name", "mini", "--format", fmt, "--out", str(out)]) == 0
-    config = compose(
-        tiny_model_dir, [f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever_url}", *reward]
+    config = trainer_config(
+        tiny_model_dir,
+        "data.max_prompt_length=1024",
+        "data.max_response_length=512",
+        *reward,
+        agent_loops=AGENT_LOOP_CONFIG,
+        agentrag={"retriever_url": retriever_url},
     )
     worker = AgentLoopWorker(config, llm_client=None)
     # verl's own dataset class reads the parquet with the trainer's data config

@@ -23,46 +23,19 @@ def rec(dataset, em, cem, f1, ok, n_search, policy, aux=0, **extra):
     }
 
 
+def judged(correct, ok, t_c, over_search, score) -> dict:
+    """The judge's verdict, AutoSearch's t_c and over-search flag, and the Search-R1 reward of one record."""
+    return {
+        "judge": {"correct": correct, "ok": ok},
+        "autosearch": {"t_c": t_c, "over_search": over_search},
+        "rewards": {"searchr1": {"score": score}},
+    }
+
+
 RECORDS = [
-    rec(
-        "a",
-        1.0,
-        1.0,
-        1.0,
-        True,
-        2,
-        100,
-        20,
-        judge={"correct": True, "ok": True},
-        autosearch={"t_c": 2, "over_search": False},
-        rewards={"searchr1": {"score": 1.0}},
-    ),
-    rec(
-        "a",
-        0.0,
-        1.0,
-        0.5,
-        False,
-        0,
-        50,
-        0,
-        judge={"correct": None, "ok": False},
-        autosearch={"t_c": -1, "over_search": False},
-        rewards={"searchr1": {"score": 0.2}},
-    ),
-    rec(
-        "a",
-        1.0,
-        1.0,
-        1.0,
-        True,
-        3,
-        150,
-        30,
-        judge={"correct": False, "ok": True},
-        autosearch={"t_c": 1, "over_search": True},
-        rewards={"searchr1": {"score": 0.8}},
-    ),
+    rec("a", 1.0, 1.0, 1.0, True, 2, 100, 20, **judged(correct=True, ok=True, t_c=2, over_search=False, score=1.0)),
+    rec("a", 0.0, 1.0, 0.5, False, 0, 50, 0, **judged(correct=None, ok=False, t_c=-1, over_search=False, score=0.2)),
+    rec("a", 1.0, 1.0, 1.0, True, 3, 150, 30, **judged(correct=False, ok=True, t_c=1, over_search=True, score=0.8)),
     rec(
         "b",
         0.0,

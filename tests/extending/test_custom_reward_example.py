@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.rewards.conftest import Scorer, extra_fields, np_column
+from tests.rewards.conftest import Scorer, extra_fields, gae_returns, np_column, scored_output, tokenize_segments
 from tests.rewards.test_managers_integration import judge_reply
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_reward"
@@ -27,35 +27,9 @@ SEGMENTS = [
     ("REDUNDANT Paris again</conclusion></step><step><reasoning>Combine</reasoning>"
      "<conclusion>The answer is Paris</conclusion></step></think><answer>Paris</answer>", 1),
 ]  # fmt: skip
-
-
-class RecipeScorer(Scorer):
-    """:class:`tests.rewards.conftest.Scorer` on the example's recipe instead of plain ``ppo_trainer``."""
-
-    def __init__(self, model_dir, overrides):
-        from hydra import compose, initialize_config_dir
-        from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-        from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
-
-        with initialize_config_dir(config_dir=str(EXAMPLE / "config"), version_base=None):
-            self.config = compose(
-                config_name="hiprag_oversearch_gae",
-                overrides=[
-                    f"actor_rollout_ref.model.path={model_dir}",
-                    "actor_rollout_ref.rollout.name=vllm",
-                    "actor_rollout_ref.rollout.prompt_length=256",
-                    "actor_rollout_ref.rollout.response_length=512",
-                    *overrides,
-                ],
-            )
-        self.reward_worker = RewardLoopWorker(self.config)
-        self.manager = self.reward_worker.reward_manager
-        self.worker = AgentLoopWorker(self.config, llm_client=None)
-        from types import SimpleNamespace
-
-        remote = SimpleNamespace(remote=self.reward_worker.compute_score)
-        self.worker.reward_loop_worker_handles = [SimpleNamespace(compute_score=remote)]
-        self.tokenizer = self.worker.tokenizer
+RECIPE = {"config_dir": EXAMPLE / "config", "config_name": "hiprag_oversearch_gae"}
+"""Where :class:`tests.rewards.conftest.Scorer` composes the trainer config: the example's recipe, not plain
+``ppo_trainer``."""
 
 
 @pytest.fixture(scope="module")
@@ -76,26 +50,15 @@ def scorers(tiny_model_dir, judge_server):
     ]
     try:
         yield {
-            "per_step": RecipeScorer(tiny_model_dir, judge),
-            "scalar": RecipeScorer(tiny_model_dir, [*judge, "reward.reward_kwargs.per_step=false"]),
+            "per_step": Scorer(tiny_model_dir, judge, **RECIPE),
+            "scalar": Scorer(tiny_model_dir, [*judge, "reward.reward_kwargs.per_step=false"], **RECIPE),
         }
     finally:
         os.environ.pop("AGENTRAG_EXAMPLE_DIR", None)
 
 
-def build(tokenizer):
-    ids, mask, ends = [], [], []
-    for text, m in SEGMENTS:
-        seg = tokenizer.encode(text, add_special_tokens=False)
-        ids += seg
-        mask += [m] * len(seg)
-        if m:
-            ends.append(len(ids) - 1)
-    return ids, mask, ends
-
-
 def sample(tokenizer, golds=("Paris",), inter=("Paris", "Paris")):
-    ids, mask, ends = build(tokenizer)
+    ids, mask, ends = tokenize_segments(tokenizer, SEGMENTS)
     response = tokenizer.decode(ids, skip_special_tokens=True)
     assert response == "".join(t for t, _ in SEGMENTS)
     steps = [
@@ -146,9 +109,6 @@ async def test_scalar_variant_values_and_fixed_keys(scorers):
 
 
 async def test_per_step_variant_reaches_gae_on_step_end_tokens(scorers):
-    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
-    from verl.trainer.ppo.core_algos import compute_gae_advantage_return
-
     from agentrag_verl.rewards.managers.step_rewards import StepRewardOutput, with_token_rewards
 
     scorer = scorers["per_step"]
@@ -160,15 +120,8 @@ async def test_per_step_variant_reaches_gae_on_step_end_tokens(scorers):
 
     # The step-reward worker's view (StepRewardAgentLoopWorkerImpl._agent_loop_postprocess): the placement becomes
     # rm_scores, which the V1 trainer uses as token_level_scores.
-    output = AgentLoopOutput(
-        prompt_ids=[1, 2],
-        response_ids=scorer.tokenizer.encode(good["response"], add_special_tokens=False),
-        response_mask=good["mask"],
-        reward_score=score,
-        metrics=AgentLoopMetrics(),
-        extra_fields={"reward_extra_info": dict(info)},
-    )
-    replaced = with_token_rewards(output)
+    ids = scorer.tokenizer.encode(good["response"], add_special_tokens=False)
+    replaced = with_token_rewards(scored_output(info, good["mask"], score, response_ids=ids))
     assert isinstance(replaced, StepRewardOutput)
     rm = replaced.as_dict()["rm_scores"]
     last = ends[-1]
@@ -176,12 +129,10 @@ async def test_per_step_variant_reaches_gae_on_step_end_tokens(scorers):
     assert torch.nonzero(rm).flatten().tolist() == [ends[1], last]
     assert rm[[ends[1], last]].tolist() == pytest.approx([-0.1, 1.0 + 0.4 * 2 / 3], abs=1e-6)
     # verl's GAE (γ = λ = 1, zero values): the return drops by the penalty right after the penalised step
-    r = rm.unsqueeze(0)
-    m = torch.tensor(good["mask"], dtype=torch.float32).unsqueeze(0)
-    _, returns = compute_gae_advantage_return(r, torch.zeros_like(r), m, gamma=1.0, lam=1.0)
-    assert float(returns[0, 0]) == pytest.approx(score, abs=1e-6)
+    returns = gae_returns(rm, good["mask"])
+    assert float(returns[0]) == pytest.approx(score, abs=1e-6)
     after = next(i for i in range(ends[1] + 1, len(good["mask"])) if good["mask"][i])  # next model token
-    assert float(returns[0, ends[1]]) - float(returns[0, after]) == pytest.approx(-0.1, abs=1e-6)
+    assert float(returns[ends[1]]) - float(returns[after]) == pytest.approx(-0.1, abs=1e-6)
 
 
 def test_the_documented_command_starts(tiny_model_dir, monkeypatch, tmp_path):

@@ -117,6 +117,13 @@ def _step(kind, **fields):
     return Step(kind=kind, span=(0, 0), **fields)
 
 
+def _answered(draw, steps):
+    """The trajectory of ``steps``, maybe (as drawn) a last non-search step of reasoning, and an answer."""
+    if draw(st.booleans()):
+        steps.append(_step("non_search", reasoning=draw(field_text)))
+    return Trajectory(steps=tuple(steps), answer=draw(field_text))
+
+
 @st.composite
 def hiprag_trajectories(draw):
     steps = []
@@ -176,9 +183,7 @@ def reasonrag_trajectories(draw):
         )
         for _ in range(draw(st.integers(0, 4)))
     ]
-    if draw(st.booleans()):
-        steps.append(_step("non_search", reasoning=draw(field_text)))
-    return Trajectory(steps=tuple(steps), answer=draw(field_text))
+    return _answered(draw, steps)
 
 
 @st.composite
@@ -192,9 +197,7 @@ def searchp1_trajectories(draw):
         )
         for i in range(draw(st.integers(1, 4)))
     ]
-    if draw(st.booleans()):
-        steps.append(_step("non_search", reasoning=draw(field_text)))
-    return Trajectory(steps=tuple(steps), answer=draw(field_text))
+    return _answered(draw, steps)
 
 
 STRATEGIES = {

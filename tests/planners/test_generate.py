@@ -180,24 +180,16 @@ async def test_generate_writes_what_the_searchp1_manager_reads(tmp_path):
     assert [r["id"] for r in rejected] == ["mini/test_5"] and rejected[0]["reason"] == "no_correct_candidate"
 
 
-def test_load_questions_from_prepared_parquet(tmp_path):
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--input",
-                str(QA_PATH),
-                "--name",
-                "mini",
-                "--format",
-                "searchp1",
-                "--out",
-                str(tmp_path),
-            ]
-        )
-        == 0
+def prepare_mini(out: Path) -> int:
+    """``agentrag-verl data prepare`` of the fixture QA set (``mini``, Search-P1 format) into ``out``: its exit
+    status."""
+    return main(
+        ["data", "prepare", "--input", str(QA_PATH), "--name", "mini", "--format", "searchp1", "--out", str(out)]
     )
+
+
+def test_load_questions_from_prepared_parquet(tmp_path):
+    assert prepare_mini(tmp_path) == 0
     qs = load_questions(tmp_path / "train.parquet")
     assert len(qs) == 30 and qs[0].id == "mini/test_0" and qs[0].golden_answers == ("1934",)
     assert load_questions(QA_PATH)[0].id == "test_0"  # FlashRAG jsonl: ids verbatim
@@ -213,23 +205,7 @@ def _console() -> str:
 def test_killed_mid_run_and_restarted_plans_every_question_exactly_once(tmp_path):
     """SIGKILL the CLI mid-run, start it again: each of the 30 questions ends in the cache (or the rejected file)
     exactly once, and no question finished before the kill is sent to the planner LLM again."""
-    assert (
-        main(
-            [
-                "data",
-                "prepare",
-                "--input",
-                str(QA_PATH),
-                "--name",
-                "mini",
-                "--format",
-                "searchp1",
-                "--out",
-                str(tmp_path / "data"),
-            ]
-        )
-        == 0
-    )
+    assert prepare_mini(tmp_path / "data") == 0
     cache = tmp_path / "plans.jsonl"
     unanswerable = (list(QA)[7],)  # one question gets no correct candidate -> rejected file
     llm = PlannerLLM(correct_seeds=(0, 1), delay=0.1, unanswerable=unanswerable)

@@ -12,16 +12,10 @@ from typing import Any
 import pytest
 
 from agentrag_verl.testing.fake_retriever import FakeRetriever
+from tests.support import corpus_documents
 
 GROUNDING_MARK = "information retrieval assistant"  # Figure 13's system prompt
 EVIDENCE_PHRASE = "Based on the query, the relevant evidence is"
-
-
-def corpus_documents() -> list[dict[str, str]]:
-    """The fixture corpus as wiki-18 documents (``contents`` = ``"Title"\\ntext``)."""
-    from agentrag_verl.testing import load_corpus
-
-    return [{"id": p.id, "contents": f'"{p.title}"\n{p.text}'} for p in load_corpus()]
 
 
 def _messages(body: dict[str, Any]) -> tuple[str, str]:

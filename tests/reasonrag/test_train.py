@@ -48,8 +48,7 @@ def pairs_file(tmp_path_factory, fake_retriever_module) -> Path:
 @pytest.fixture(scope="module")
 def fake_retriever_module():
     from agentrag_verl.testing.fake_retriever import FakeRetriever
-
-    from .conftest import corpus_documents
+    from tests.support import corpus_documents
 
     with FakeRetriever(corpus_documents()) as server:
         yield server

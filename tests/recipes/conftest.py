@@ -31,53 +31,32 @@ class Recipe:
         return f"{self.script}{extra}"
 
 
+# (reward manager, default agent loop) that each paper's runs select
+SEARCHR1 = ("SearchR1RewardManager", "searchr1_agent")
+HIPRAG = ("HipragRewardManager", "hiprag_agent")
+MULTISTAGE = ("MultistageRewardManager", "multistage_agent")
+SEARCHP1 = ("SearchP1RewardManager", "searchp1_agent")
+AUTOSEARCH = ("AutoSearchRewardManager", "autosearch_agent")
+
 CASES = [
-    Recipe("searchr1/run_ppo.sh", "searchr1_ppo", "SearchR1RewardManager", "searchr1_agent", "gae"),
-    Recipe("searchr1/run_grpo.sh", "searchr1_grpo", "SearchR1RewardManager", "searchr1_agent", "grpo"),
-    Recipe("hiprag/run_ppo.sh", "hiprag_ppo", "HipragRewardManager", "hiprag_agent", "gae"),
-    Recipe("hiprag/run_grpo.sh", "hiprag_grpo", "HipragRewardManager", "hiprag_agent", "grpo"),
-    Recipe(
-        "multistage/run_dapo.sh",
-        "multistage_stage1",
-        "MultistageRewardManager",
-        "multistage_agent",
-        "grpo",
-        {"STAGE": "1"},
-    ),
+    Recipe("searchr1/run_ppo.sh", "searchr1_ppo", *SEARCHR1, "gae"),
+    Recipe("searchr1/run_grpo.sh", "searchr1_grpo", *SEARCHR1, "grpo"),
+    Recipe("hiprag/run_ppo.sh", "hiprag_ppo", *HIPRAG, "gae"),
+    Recipe("hiprag/run_grpo.sh", "hiprag_grpo", *HIPRAG, "grpo"),
+    Recipe("multistage/run_dapo.sh", "multistage_stage1", *MULTISTAGE, "grpo", {"STAGE": "1"}),
     Recipe(
         "multistage/run_dapo.sh",
         "multistage_stage2",
-        "MultistageRewardManager",
-        "multistage_agent",
+        *MULTISTAGE,
         "grpo",
         {"STAGE": "2", "STAGE1_CKPT": "/ckpt/global_step_250"},
     ),
-    Recipe(
-        "multistage/run_dapo.sh",
-        "multistage_stage1",
-        "MultistageRewardManager",
-        "multistage_agent",
-        "grpo",
-        {"STAGE": "switch"},
-    ),
-    Recipe("searchp1/run_grpo.sh", "searchp1_grpo", "SearchP1RewardManager", "searchp1_agent", "grpo"),
-    Recipe(
-        "searchp1/run_grpo.sh",
-        "searchp1_grpo",
-        "SearchP1RewardManager",
-        "searchp1_agent",
-        "grpo",
-        {"MODEL": "Qwen/Qwen2.5-3B-Instruct"},
-    ),
-    Recipe("autosearch/run_ppo.sh", "autosearch_ppo", "AutoSearchRewardManager", "autosearch_agent", "gae"),
-    Recipe("autosearch/run_grpo.sh", "autosearch_grpo", "AutoSearchRewardManager", "autosearch_agent", "grpo"),
-    Recipe(
-        "reasonrag/run_grpo.sh",
-        "reasonrag_orl_grpo",
-        "SearchR1RewardManager",
-        "searchr1_agent",
-        "grpo",
-    ),
+    Recipe("multistage/run_dapo.sh", "multistage_stage1", *MULTISTAGE, "grpo", {"STAGE": "switch"}),
+    Recipe("searchp1/run_grpo.sh", "searchp1_grpo", *SEARCHP1, "grpo"),
+    Recipe("searchp1/run_grpo.sh", "searchp1_grpo", *SEARCHP1, "grpo", {"MODEL": "Qwen/Qwen2.5-3B-Instruct"}),
+    Recipe("autosearch/run_ppo.sh", "autosearch_ppo", *AUTOSEARCH, "gae"),
+    Recipe("autosearch/run_grpo.sh", "autosearch_grpo", *AUTOSEARCH, "grpo"),
+    Recipe("reasonrag/run_grpo.sh", "reasonrag_orl_grpo", *SEARCHR1, "grpo"),  # RL-ORL: Search-R1's reward and loop
 ]
 """Every main_ppo run script, one per paper and algorithm, with the knobs that pick each paper setting (the ReasonRAG
 DPO recipe is not a main_ppo run: ``tests/reasonrag/test_train.py``)."""

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.support import trainer_config
+
 EXTRA_FIELD_KEYS = (
     "agentrag_format",
     "agentrag_steps",
@@ -27,23 +29,6 @@ EXTRA_FIELD_KEYS = (
     "agentrag_aux_cost",
     "agentrag_timings",
 )
-
-
-def compose_config(model_dir: Any, overrides: list[str]) -> Any:
-    """verl's ``ppo_trainer`` config composed from the installed package, plus ``overrides``."""
-    from hydra import compose, initialize_config_module
-
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        return compose(
-            config_name="ppo_trainer",
-            overrides=[
-                f"actor_rollout_ref.model.path={model_dir}",
-                "actor_rollout_ref.rollout.name=vllm",
-                "actor_rollout_ref.rollout.prompt_length=256",
-                "actor_rollout_ref.rollout.response_length=512",
-                *overrides,
-            ],
-        )
 
 
 def extra_fields(**values: Any) -> dict[str, Any]:
@@ -66,11 +51,13 @@ def extra_fields(**values: Any) -> dict[str, Any]:
 class Scorer:
     """Scores scripted responses through verl's agent-loop postprocess and reward loop."""
 
-    def __init__(self, model_dir: Any, reward_overrides: list[str]) -> None:
+    def __init__(self, model_dir: Any, reward_overrides: list[str], **config: Any) -> None:
+        """``config``: where the trainer config comes from (:func:`tests.support.trainer_config`'s ``config_dir``
+        and ``config_name``; verl's plain ``ppo_trainer`` by default)."""
         from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
         from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
-        self.config = compose_config(model_dir, reward_overrides)
+        self.config = trainer_config(model_dir, *reward_overrides, prompt_length=256, response_length=512, **config)
         self.reward_worker = RewardLoopWorker(self.config)
         self.manager = self.reward_worker.reward_manager
         self.worker = AgentLoopWorker(self.config, llm_client=None)
@@ -135,3 +122,46 @@ def make_scorer(tiny_model_dir):
 def np_column(batch: Any, key: str) -> np.ndarray:
     """A reward_extra_info column of a stacked batch."""
     return np.asarray(batch.non_tensor_batch[key])
+
+
+def tokenize_segments(tokenizer: Any, segments: list[tuple[str, int]]) -> tuple[list[int], list[int], list[int]]:
+    """Token ids, loss mask and step ends of a trajectory written as ``(text, mask)`` segments: each segment's tokens
+    get its mask, and each model segment (mask 1) ends a step at its last token."""
+    ids: list[int] = []
+    mask: list[int] = []
+    ends: list[int] = []
+    for text, m in segments:
+        seg = tokenizer.encode(text, add_special_tokens=False)
+        ids += seg
+        mask += [m] * len(seg)
+        if m:
+            ends.append(len(ids) - 1)
+    return ids, mask, ends
+
+
+def scored_output(info: dict[str, Any], mask: list[int], score: float = 1.5, response_ids: list[int] | None = None):
+    """One sample's unpadded ``AgentLoopOutput`` after verl's ``_compute_score`` (``reward_extra_info`` = ``info``;
+    prompt ``[1, 2]``, response ids ``10, 11, ...`` unless given), as the step-reward worker
+    (``StepRewardAgentLoopWorkerImpl._agent_loop_postprocess``) receives it."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+
+    return AgentLoopOutput(
+        prompt_ids=[1, 2],
+        response_ids=list(range(10, 10 + len(mask))) if response_ids is None else response_ids,
+        response_mask=mask,
+        reward_score=score,
+        metrics=AgentLoopMetrics(),
+        extra_fields={"reward_extra_info": dict(info)},
+    )
+
+
+def gae_returns(token_rewards: Any, mask: list[int]) -> Any:
+    """verl's GAE returns of one response with gamma = lam = 1 and zero values: at each position, the rewards to go
+    over model tokens (mask 1)."""
+    import torch
+    from verl.trainer.ppo.core_algos import compute_gae_advantage_return
+
+    r = token_rewards.unsqueeze(0)
+    m = torch.tensor(mask, dtype=torch.float32).unsqueeze(0)
+    _, returns = compute_gae_advantage_return(r, torch.zeros_like(r), m, gamma=1.0, lam=1.0)
+    return returns[0]

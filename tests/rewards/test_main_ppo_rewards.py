@@ -43,7 +43,8 @@ ORACLE_YAML = """
 """
 
 
-def train_local(work: Path, args: list[str], overrides: list[str]) -> tuple[subprocess.CompletedProcess, dict, str]:
+def train_local(work: Path, args: list[str], overrides: list[str]) -> dict:
+    """Two steps of ``agentrag-verl train-local`` in ``work``, which must succeed: its summary."""
     exe = str(Path(sys.executable).with_name("agentrag-verl"))
     cmd = ["flock", "/tmp/agentrag_main_ppo.lock", exe, "train-local", f"--work-dir={work}", "--quiet", *args, "--"]
     proc = subprocess.run(cmd + overrides, capture_output=True, text=True)
@@ -51,7 +52,9 @@ def train_local(work: Path, args: list[str], overrides: list[str]) -> tuple[subp
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     log_path = work / "main_ppo.log"
     log = log_path.read_text(errors="replace") if log_path.exists() else ""
-    return proc, summary, log
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-6000:]
+    assert sorted(summary["steps"]) == ["1", "2"]
+    return summary
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +64,17 @@ def judge():
 
     with FakeOpenAIServer(replies="<answer>True</answer>") as server:
         yield server
+
+
+def oracle_args(method: str, manager: str, response_length: int) -> list[str]:
+    """train-local options of a run of ``method``'s oracle agent loop (ORACLE_YAML) scored by its ``manager``."""
+    return [
+        f"--format={method}",
+        f"--agent-name=oracle_{method}",
+        f"--reward-module=pkg://agentrag_verl.methods.{method}.manager",
+        f"--reward-name={manager}",
+        f"--response-length={response_length}",
+    ]
 
 
 def common(tmp_path: Path, retriever_url: str) -> list[str]:
@@ -75,21 +89,13 @@ def common(tmp_path: Path, retriever_url: str) -> list[str]:
 
 
 def test_grpo_with_hiprag_manager(judge, retriever_service, tmp_path):
-    args = [
-        "--format=hiprag",
-        "--agent-name=oracle_hiprag",
-        "--reward-module=pkg://agentrag_verl.methods.hiprag.manager",
-        "--reward-name=HipragRewardManager",
-        "--response-length=320",
-    ]
+    args = oracle_args("hiprag", "HipragRewardManager", 320)
     overrides = common(tmp_path, retriever_service.url) + [
         f"+reward.reward_kwargs.judge.base_url={judge.base_url}",
         "+reward.reward_kwargs.judge.model=fake-model",
         "+reward.reward_kwargs.judge.api_key_env=null",
     ]
-    proc, summary, log = train_local(tmp_path, args, overrides)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-6000:]
-    assert sorted(summary["steps"]) == ["1", "2"]
+    summary = train_local(tmp_path, args, overrides)
     for metrics in summary["steps"].values():
         # Every trajectory: A = F = 1, search step over-searched, non-search step correct -> Eq. 1 = 1.2.
         assert metrics["critic/score/mean"] == pytest.approx(1.2, abs=1e-4)
@@ -105,14 +111,7 @@ def test_grpo_with_hiprag_manager(judge, retriever_service, tmp_path):
 def test_ppo_gae_with_autosearch_step_rewards(retriever_service, tmp_path):
     from agentrag_verl.methods.autosearch import reward as autosearch
 
-    args = [
-        "--format=autosearch",
-        "--agent-name=oracle_autosearch",
-        "--reward-module=pkg://agentrag_verl.methods.autosearch.manager",
-        "--reward-name=AutoSearchRewardManager",
-        "--response-length=256",
-        "--dump-token-rewards",
-    ]
+    args = [*oracle_args("autosearch", "AutoSearchRewardManager", 256), "--dump-token-rewards"]
     overrides = common(tmp_path, retriever_service.url) + [
         "algorithm.adv_estimator=gae",
         "+actor_rollout_ref.rollout.agent.agent_loop_manager_class="
@@ -128,9 +127,7 @@ def test_ppo_gae_with_autosearch_step_rewards(retriever_service, tmp_path):
         "critic.fsdp.use_torch_compile=false",
     ]
     # The critic loads with SDPA through the local CPU mode's critic_sdpa patch (verl hard-codes flash-attn 2).
-    proc, summary, log = train_local(tmp_path, args, overrides)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-6000:]
-    assert sorted(summary["steps"]) == ["1", "2"]
+    summary = train_local(tmp_path, args, overrides)
     for metrics in summary["steps"].values():
         assert "critic/vf_loss" in metrics
     retrieval_reward, answer_reward = autosearch.step_rewards([True], True, 1.0, [1.0], [1.0])

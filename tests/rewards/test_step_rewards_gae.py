@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from .conftest import extra_fields
+from .conftest import extra_fields, gae_returns, scored_output, tokenize_segments
 
 # A 3-step trajectory: two retrieval steps (each followed by an observation) and the answer step.
 SEGMENTS = [
@@ -19,25 +19,11 @@ SEGMENTS = [
 ]
 
 
-def build(tokenizer):
-    ids, mask, ends = [], [], []
-    for text, m in SEGMENTS:
-        seg = tokenizer.encode(text, add_special_tokens=False)
-        ids += seg
-        mask += [m] * len(seg)
-        if m:
-            ends.append(len(ids) - 1)
-    return ids, mask, ends
-
-
 async def test_returns_change_exactly_at_step_end_tokens(make_scorer):
-    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
-    from verl.trainer.ppo.core_algos import compute_gae_advantage_return
-
     from agentrag_verl.rewards.managers.step_rewards import StepRewardOutput, with_token_rewards
 
     scorer = make_scorer(["reward.reward_manager.name=autosearch"])
-    ids, mask, ends = build(scorer.tokenizer)
+    ids, mask, ends = tokenize_segments(scorer.tokenizer, SEGMENTS)
     response = scorer.tokenizer.decode(ids, skip_special_tokens=True)
     assert response == "".join(t for t, _ in SEGMENTS)
     steps = [
@@ -50,15 +36,7 @@ async def test_returns_change_exactly_at_step_end_tokens(make_scorer):
     score, info = results[0]
 
     # The TQ worker's view: the unpadded output after _compute_score, then our replacement.
-    output = AgentLoopOutput(
-        prompt_ids=[1, 2],
-        response_ids=ids,
-        response_mask=mask,
-        reward_score=score,
-        metrics=AgentLoopMetrics(),
-        extra_fields={"reward_extra_info": dict(info)},
-    )
-    replaced = with_token_rewards(output)
+    replaced = with_token_rewards(scored_output(info, mask, score, response_ids=ids))
     assert isinstance(replaced, StepRewardOutput)
     assert "_agentrag_token_rewards" not in replaced.extra_fields["reward_extra_info"]  # popped before logging
     rm_scores = replaced.as_dict()["rm_scores"]
@@ -70,10 +48,7 @@ async def test_returns_change_exactly_at_step_end_tokens(make_scorer):
     assert float(rm_scores.sum()) == pytest.approx(score)  # GRPO (sums token rewards) gets the sum
 
     # verl's own GAE with gamma = lam = 1 and zero values: returns = rewards-to-go over model tokens.
-    r = rm_scores.unsqueeze(0)
-    m = torch.tensor(mask, dtype=torch.float32).unsqueeze(0)
-    _, returns = compute_gae_advantage_return(r, torch.zeros_like(r), m, gamma=1.0, lam=1.0)
-    returns = returns[0]
+    returns = gae_returns(rm_scores, mask)
     model_positions = [i for i, v in enumerate(mask) if v]
     changes = [
         i
@@ -111,19 +86,6 @@ def test_fallback_without_agent_fields_puts_everything_last():
     assert json.loads(json.dumps([[-1, 0.5]])) == [[-1, 0.5]]
 
 
-def _output(info: dict, mask: list[int], score: float = 1.5):
-    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
-
-    return AgentLoopOutput(
-        prompt_ids=[1, 2],
-        response_ids=list(range(10, 10 + len(mask))),
-        response_mask=mask,
-        reward_score=score,
-        metrics=AgentLoopMetrics(),
-        extra_fields={"reward_extra_info": dict(info)},
-    )
-
-
 @pytest.mark.parametrize(
     "raw",
     ["not json", json.dumps({"0": 1.0}), json.dumps([[0, "x"]]), json.dumps([[0.5, 1.0]]), json.dumps([[0, None]])],
@@ -131,7 +93,7 @@ def _output(info: dict, mask: list[int], score: float = 1.5):
 def test_undecodable_placement_is_counted_and_logged_not_silent(raw, caplog):
     from agentrag_verl.rewards.managers.step_rewards import PLACEMENT_ERRORS_KEY, StepRewardOutput, with_token_rewards
 
-    output = _output({"score": 1.5, "_agentrag_token_rewards": raw}, [1, 1, 0, 1])
+    output = scored_output({"score": 1.5, "_agentrag_token_rewards": raw}, [1, 1, 0, 1])
     with caplog.at_level("WARNING", logger="agentrag_verl.rewards.managers.step_rewards"):
         out = with_token_rewards(output)
     # verl's scalar stays on the last token (the output is not replaced), but the failure is counted and logged
@@ -145,11 +107,11 @@ def test_placement_outside_the_response_is_counted_and_placed_last(caplog):
     from agentrag_verl.rewards.managers.step_rewards import PLACEMENT_ERRORS_KEY, with_token_rewards
 
     # index 9 does not exist in a 4-token response: the reward goes to the last model token and the sample counts
-    out = with_token_rewards(_output({"_agentrag_token_rewards": json.dumps([[1, 0.5], [9, 1.0]])}, [1, 1, 0, 1]))
+    out = with_token_rewards(scored_output({"_agentrag_token_rewards": json.dumps([[1, 0.5], [9, 1.0]])}, [1, 1, 0, 1]))
     assert out.token_rewards == [0.0, 0.5, 0.0, 1.0]
     assert out.extra_fields["reward_extra_info"][PLACEMENT_ERRORS_KEY] == 1.0
     # a good placement sets the key to 0, so every sample of a per-step run has it (verl stacks identical keys)
-    ok = with_token_rewards(_output({"_agentrag_token_rewards": json.dumps([[1, 0.5], [-1, 1.0]])}, [1, 1, 0, 1]))
+    ok = with_token_rewards(scored_output({"_agentrag_token_rewards": json.dumps([[1, 0.5], [-1, 1.0]])}, [1, 1, 0, 1]))
     assert ok.extra_fields["reward_extra_info"][PLACEMENT_ERRORS_KEY] == 0.0 and ok.token_rewards[-1] == 1.0
 
 

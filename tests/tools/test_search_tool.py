@@ -5,35 +5,15 @@ from __future__ import annotations
 import uuid
 
 import numpy as np
-import pytest
 
 from agentrag_verl.agent_loops.local_clients import ScriptedLLMClient
 from agentrag_verl.formats import format_docs
-from agentrag_verl.testing.fake_retriever import FakeRetriever
 from agentrag_verl.tools.search_tool import SearchTool
+from tests.support import trainer_config
 
 TOOL_CALL = (
     '<tool_call>\n{"name": "search", "arguments": {"query_list": ["Orla Brennick", "Velda river"]}}\n</tool_call>'
 )
-
-
-def documents() -> list[dict[str, str]]:
-    from agentrag_verl.testing import load_corpus
-
-    return [{"id": p.id, "contents": f'"{p.title}"\n{p.text}'} for p in load_corpus()]
-
-
-@pytest.fixture
-def retriever(retriever_service):
-    """The real retriever server, its request log cleared."""
-    retriever_service.requests.clear()
-    return retriever_service
-
-
-@pytest.fixture
-def flaky_retriever():
-    with FakeRetriever(documents()) as server:
-        yield server
 
 
 async def test_execute_formats_passages_and_metrics(retriever):
@@ -46,17 +26,16 @@ async def test_execute_formats_passages_and_metrics(retriever):
     assert metrics["search/doc_ids"][0] == [h["document"]["id"] for h in retriever.search("Orla Brennick", 2)]
 
 
-async def test_execute_errors_are_text(flaky_retriever):
-    tool = SearchTool({"type": "native", "retriever_url": flaky_retriever.url, "max_retries": 0})
+async def test_execute_errors_are_text(keyword_retriever):
+    tool = SearchTool({"type": "native", "retriever_url": keyword_retriever.url, "max_retries": 0})
     response, _, metrics = await tool.execute("i", {"query_list": []})
     assert "query_list" in response.text and metrics["search/errors"] == 1
-    flaky_retriever.mode = "down"
+    keyword_retriever.mode = "down"
     response, _, metrics = await tool.execute("i", {"query_list": ["x"]})
     assert response.text == "Search failed (http_5xx); no documents were retrieved." and metrics["search/errors"] == 1
 
 
 async def test_search_tool_in_verl_tool_agent_loop(tiny_model_dir, retriever, tmp_path):
-    from hydra import compose, initialize_config_module
     from verl import DataProto
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
@@ -65,19 +44,14 @@ async def test_search_tool_in_verl_tool_agent_loop(tiny_model_dir, retriever, tm
         "tools:\n  - class_name: agentrag_verl.tools.search_tool.SearchTool\n    config:\n      type: native\n"
         f"      retriever_url: {retriever.url}\n      topk: 2\n"
     )
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        cfg = compose(
-            config_name="ppo_trainer",
-            overrides=[
-                f"actor_rollout_ref.model.path={tiny_model_dir}",
-                "actor_rollout_ref.rollout.name=vllm",
-                "actor_rollout_ref.rollout.prompt_length=1024",
-                "actor_rollout_ref.rollout.response_length=1024",
-                "actor_rollout_ref.rollout.multi_turn.format=hermes",
-                f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tool_yaml}",
-                "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=4000",  # default 256 chars cuts passages
-            ],
-        )
+    cfg = trainer_config(
+        tiny_model_dir,
+        "actor_rollout_ref.rollout.multi_turn.format=hermes",
+        f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tool_yaml}",
+        "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=4000",  # default 256 chars cuts passages
+        prompt_length=1024,
+        response_length=1024,
+    )
     worker = AgentLoopWorker(cfg, llm_client=None)
     tok = worker.tokenizer
 

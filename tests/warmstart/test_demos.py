@@ -18,6 +18,7 @@ import pytest
 from agentrag_verl.eval.data import load_datasets
 from agentrag_verl.eval.runner import RunnerConfig
 from agentrag_verl.warmstart.demos import DemoConfig, generate_demos, scripted_teacher_client
+from tests.support import trainer_config
 from tests.warmstart.conftest import ROWS
 
 pytestmark = pytest.mark.timeout(600)
@@ -117,23 +118,15 @@ def test_demo_tokens_equal_the_rl_rollout(tiny_model_dir, retriever_service, tra
 
 
 def compose_like_training(tiny_model_dir, retriever_url):
-    from hydra import compose, initialize_config_module
-
     from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
 
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        return compose(
-            config_name="ppo_trainer",
-            overrides=[
-                f"actor_rollout_ref.model.path={tiny_model_dir}",
-                "actor_rollout_ref.rollout.name=vllm",
-                "actor_rollout_ref.rollout.prompt_length=1024",
-                "actor_rollout_ref.rollout.response_length=1024",
-                f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_CONFIG}",
-                f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever_url}",
-                "+actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens=256",
-            ],
-        )
+    return trainer_config(
+        tiny_model_dir,
+        prompt_length=1024,
+        response_length=1024,
+        agent_loops=AGENT_LOOP_CONFIG,
+        agentrag={"retriever_url": retriever_url, "max_observation_tokens": 256},
+    )
 
 
 def test_resumes_after_a_kill_with_nothing_lost_or_duplicated(tiny_model_dir, retriever_service, tmp_path):
