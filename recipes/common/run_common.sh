@@ -1,16 +1,26 @@
 # Shared body of the recipes' run_<algo>.sh scripts (sourced, never run directly).
 #
-# A run script sources this file, sets its knobs (env vars; MODEL, N_GPUS, NNODES and whatever follows from the
-# model: see model_tag and model_size_b), calls `recipe_init`, builds three bash arrays and calls `run_recipe "$@"`:
+# A run script sources this file, sets its knobs (env vars; MODEL, N_GPUS, DATA_DIR, its paper's own and whatever
+# follows from the model: see model_tag and model_size_b), calls `recipe_init`, builds up to three bash arrays and
+# calls `run_recipe "$@"`:
 #   CLUSTER_OVERRIDES  GPU-cluster settings beyond those of every recipe, which run_recipe writes from the knobs
 #                      MODEL, NNODES, N_GPUS, ROLLOUT, TP, PROJECT, EXPERIMENT, CKPT_DIR and LOGGER
-#   COMMON_OVERRIDES   settings of both profiles (data files, retriever URL, judge endpoints, reward options)
+#   COMMON_OVERRIDES   settings of both profiles beyond those of every recipe, which run_recipe writes first from the
+#                      knobs TRAIN_FILES, VAL_FILES and RETRIEVER_URL (judge endpoints, reward options)
 #   LOCAL_OVERRIDES    local CPU profile only (keys the tiny run must change; train-local's own CPU overrides
 #                      from agentrag_verl.local_cpu.train_local.cpu_overrides come first, these replace them)
 # and these variables: CONFIG_NAME (YAML in ./config), FORMAT (trajectory format of the data),
 # REWARD_METHOD and REWARD_CLASS (the reward manager class in agentrag_verl.methods.$REWARD_METHOD.manager),
+# optional ALGO (ppo: the local profile gets the critic's CPU settings, local_critic_overrides),
 # optional LOCAL_RESPONSE_LENGTH, and an optional
 # function `local_prepare` (extra local setup, e.g. the Search-P1 planner cache).
+#
+# Knobs every script has, with these defaults where neither the user nor the script set one (recipe_init):
+#   NNODES 1, ROLLOUT vllm (or sglang), TP 1 (rollout tensor parallel size), RETRIEVER_URL
+#   http://127.0.0.1:8000/retrieve (`python -m retriever_server serve`), TRAIN_FILES $DATA_DIR/train.parquet,
+#   VAL_FILES $DATA_DIR/test.parquet, PROJECT agentrag_<the recipe's folder>, EXPERIMENT
+#   <folder>-<model_tag MODEL>-$ALGO, CKPT_DIR checkpoints/$PROJECT/$EXPERIMENT, LOGGER [console] (wandb opt-in:
+#   LOGGER='[console,wandb]' + WANDB_API_KEY).
 #
 # Profiles (PROFILE env var):
 #   gpu   (default) python -m verl.trainer.main_ppo --config-path=<recipe>/config --config-name=<name> overrides...
@@ -86,8 +96,21 @@ _wait_http() {  # url seconds
   done
 }
 
-# recipe_init: check the knobs; in the local profile point them at local services and files (a dry run creates none).
+# recipe_init: default and check the knobs; in the local profile point them at local services and files (a dry run
+# creates none).
 recipe_init() {
+  local paper
+  paper=$(basename "$RECIPE_DIR")
+  NNODES=${NNODES:-1}
+  ROLLOUT=${ROLLOUT:-vllm}
+  TP=${TP:-1}
+  RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}
+  TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
+  VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
+  PROJECT=${PROJECT:-agentrag_$paper}
+  EXPERIMENT=${EXPERIMENT:-$paper-$(model_tag "$MODEL")-${ALGO:?set ALGO or EXPERIMENT before recipe_init}}
+  CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
+  LOGGER=${LOGGER:-[console]}
   knob_renamed MODEL_PATH MODEL GPUS_PER_NODE N_GPUS
   knob_choice PROFILE gpu local
   knob_choice ROLLOUT vllm sglang
@@ -154,6 +177,9 @@ write_corpus(load_corpus(), sys.argv[1])' "$LOCAL_WORK/corpus.jsonl"
 run_recipe() {
   local config_path=${CONFIG_PATH:-$RECIPE_DIR/config}
   local -a cmd launcher=()
+  COMMON_OVERRIDES=("data.train_files=$TRAIN_FILES" "data.val_files=$VAL_FILES"
+    "actor_rollout_ref.rollout.custom.agentrag.retriever_url=$RETRIEVER_URL" "${COMMON_OVERRIDES[@]}")
+  if [[ "${ALGO:-}" == ppo ]]; then local_critic_overrides; fi
   [[ -n "${RECIPE_LAUNCHER:-}" ]] && read -r -a launcher <<<"$RECIPE_LAUNCHER"
   if [[ "$PROFILE" == local ]]; then
     cmd=("$AGENTRAG" train-local ${launcher[0]:+--ray-address auto} --work-dir "$LOCAL_WORK/train" --format "$FORMAT"

@@ -4,38 +4,25 @@ RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$RECIPE_DIR/../common/run_common.sh"
 
 # ---- knobs (MODEL is set in run_grpo.sh / run_ppo.sh: the papers' default differs per setting) ------------------
-NNODES=${NNODES:-1}
 N_GPUS=${N_GPUS:-4}                                          # HiPRAG §4.3: four A100 80GB
-ROLLOUT=${ROLLOUT:-vllm}                                     # vllm | sglang
-TP=${TP:-1}
-RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # E5 top-3 over wiki-18 (retriever_server)
+# RETRIEVER_URL: E5 top-3 over wiki-18 (retriever_server)
 JUDGE_URL=${JUDGE_URL:-https://api.openai.com/v1}            # any OpenAI-compatible endpoint (vLLM: http://host:8001/v1)
 OVER_SEARCH_MODEL=${OVER_SEARCH_MODEL:-gpt-4.1-mini}         # HiPRAG §4.3
 UNDER_SEARCH_MODEL=${UNDER_SEARCH_MODEL:-gpt-5-mini}         # HiPRAG §4.3
 JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-OPENAI_API_KEY}       # NAME of the env var holding the key; none = no key
 LAMBDA_P=${LAMBDA_P:-0.4}                                    # HiPRAG §4.3; 0 = Search-R1 v0.3 "baseline"
 DATA_DIR=${DATA_DIR:-data/hiprag}                            # agentrag-verl data prepare --preset searchr1_nq_hotpotqa --format hiprag
-TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
-VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
-PROJECT=${PROJECT:-agentrag_hiprag}
-EXPERIMENT=${EXPERIMENT:-hiprag-$(model_tag "$MODEL")-$ALGO}
-CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
-# PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
+# NNODES, ROLLOUT, TP, RETRIEVER_URL, TRAIN_FILES, VAL_FILES, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER (defaults for the
+# knobs every recipe has), PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see
+# recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
-CONFIG_NAME=hiprag_$ALGO
-FORMAT=hiprag
-REWARD_METHOD=hiprag
-REWARD_CLASS=HipragRewardManager
+CONFIG_NAME=hiprag_$ALGO FORMAT=hiprag REWARD_METHOD=hiprag REWARD_CLASS=HipragRewardManager
 recipe_init
 SERVICE_URL_KNOBS+=(JUDGE_URL)
 if [[ "$PROFILE" == local ]]; then OVER_SEARCH_MODEL=$JUDGE_MODEL UNDER_SEARCH_MODEL=$JUDGE_MODEL; fi
 
 COMMON_OVERRIDES=(
-  "data.train_files=$TRAIN_FILES"
-  "data.val_files=$VAL_FILES"
-  "actor_rollout_ref.rollout.custom.agentrag.retriever_url=$RETRIEVER_URL"
   "reward.reward_kwargs.lambda_p=$LAMBDA_P"
   "reward.reward_kwargs.over_search_judge.base_url=$JUDGE_URL"
   "reward.reward_kwargs.over_search_judge.model=$OVER_SEARCH_MODEL"
@@ -44,5 +31,4 @@ COMMON_OVERRIDES=(
   "reward.reward_kwargs.under_search_judge.model=$UNDER_SEARCH_MODEL"
   "reward.reward_kwargs.under_search_judge.api_key_env=$JUDGE_API_KEY_ENV"
 )
-if [[ "$ALGO" == ppo ]]; then local_critic_overrides; fi
 run_recipe "$@"

@@ -14,11 +14,9 @@ STAGE=${STAGE:-1}                                            # 1 | 2 | switch
 STAGE_SWITCH_STEP=${STAGE_SWITCH_STEP:-250}                  # not stated in the paper: half of Table 5's 500 steps
 STAGE1_CKPT=${STAGE1_CKPT:-}                                 # STAGE=2: stage-1 checkpoint dir (.../global_step_N)
 MODEL=${MODEL:-Qwen/Qwen3-4B}                                # paper: Qwen3-4B / 8B (reasoning), Qwen2.5-3B/7B-Instruct
-NNODES=${NNODES:-1}
 N_GPUS=${N_GPUS:-8}                                          # App. B.2: eight H800
-ROLLOUT=${ROLLOUT:-vllm}                                     # vllm | sglang
 TP=${TP:-4}                                                  # Table 5: tensor_model_parallel_size 4
-RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # e5 (mean pooling), top-5
+# RETRIEVER_URL: e5 (mean pooling), top-5
 JUDGE_URL=${JUDGE_URL:-http://127.0.0.1:8001/v1}             # B.2: Qwen3-235B-A22B-Instruct as judge (vLLM)
 JUDGE_MODEL=${JUDGE_MODEL:-Qwen/Qwen3-235B-A22B-Instruct-2507}
 JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-none}                 # NAME of the env var holding the key; none = no key
@@ -26,13 +24,11 @@ EMBEDDING_KIND=${EMBEDDING_KIND:-openai}                     # openai (/v1/embed
 EMBEDDING_URL=${EMBEDDING_URL:-http://127.0.0.1:8002/v1}     # §4.2: Qwen3-Embedding served OpenAI-compatibly
 EMBEDDING_MODEL=${EMBEDDING_MODEL:-Qwen/Qwen3-Embedding-8B}
 DATA_DIR=${DATA_DIR:-data/multistage_2wiki}                  # agentrag-verl data prepare --preset 2wiki_80_20 --format multistage
-TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
 VAL_FILES=${VAL_FILES:-$DATA_DIR/val.parquet}
-PROJECT=${PROJECT:-agentrag_multistage}
 EXPERIMENT=${EXPERIMENT:-multistage-$(model_tag "$MODEL")-dapo-stage$STAGE}
-CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
-# PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
+# NNODES, ROLLOUT, TP, RETRIEVER_URL, TRAIN_FILES, VAL_FILES, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER (defaults for the
+# knobs every recipe has), PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see
+# recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
 knob_choice STAGE 1 2 switch
@@ -41,9 +37,7 @@ case "$STAGE" in
   1 | switch) CONFIG_NAME=multistage_stage1 ;;
   2) CONFIG_NAME=multistage_stage2 ;;
 esac
-FORMAT=multistage
-REWARD_METHOD=multistage
-REWARD_CLASS=MultistageRewardManager
+FORMAT=multistage REWARD_METHOD=multistage REWARD_CLASS=MultistageRewardManager
 recipe_init
 SERVICE_URL_KNOBS+=(JUDGE_URL EMBEDDING_URL)
 if [[ "$PROFILE" == local ]]; then EMBEDDING_KIND=retriever EMBEDDING_URL=$RETRIEVER_ROOT; fi
@@ -60,9 +54,6 @@ case "$STAGE" in
     ;;
 esac
 COMMON_OVERRIDES=(
-  "data.train_files=$TRAIN_FILES"
-  "data.val_files=$VAL_FILES"
-  "actor_rollout_ref.rollout.custom.agentrag.retriever_url=$RETRIEVER_URL"
   "reward.reward_kwargs.judge.base_url=$JUDGE_URL"
   "reward.reward_kwargs.judge.model=$JUDGE_MODEL"
   "reward.reward_kwargs.judge.api_key_env=$JUDGE_API_KEY_ENV"

@@ -10,30 +10,15 @@ source "$RECIPE_DIR/../common/run_common.sh"
 
 # ---- knobs --------------------------------------------------------------------------------------------------------
 MODEL=${MODEL:-Qwen/Qwen2.5-7B-Instruct}                     # ReasonRAG §3.1
-NNODES=${NNODES:-1}
 N_GPUS=${N_GPUS:-8}                                          # Search-R1: 8 GPUs (micro-batches are per GPU)
-ROLLOUT=${ROLLOUT:-vllm}                                     # vllm | sglang
-TP=${TP:-1}                                                  # rollout tensor parallel size
-RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # ReasonRAG: BGE top-3 (build --preset bge)
+# RETRIEVER_URL: ReasonRAG's BGE top-3 (retriever_server build --preset bge)
 DATA_DIR=${DATA_DIR:-data/reasonrag_orl}                     # agentrag-verl data prepare --preset reasonrag_questions --format searchr1
-TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
-VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
-PROJECT=${PROJECT:-agentrag_reasonrag}
 EXPERIMENT=${EXPERIMENT:-reasonrag-orl-$(model_tag "$MODEL")-grpo}
-CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
-# PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
+# NNODES, ROLLOUT, TP, RETRIEVER_URL, TRAIN_FILES, VAL_FILES, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER (defaults for the
+# knobs every recipe has), PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see
+# recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
-CONFIG_NAME=reasonrag_orl_grpo
-FORMAT=searchr1
-REWARD_METHOD=searchr1
-REWARD_CLASS=SearchR1RewardManager
+CONFIG_NAME=reasonrag_orl_grpo FORMAT=searchr1 REWARD_METHOD=searchr1 REWARD_CLASS=SearchR1RewardManager
 recipe_init
-
-COMMON_OVERRIDES=(
-  "data.train_files=$TRAIN_FILES"
-  "data.val_files=$VAL_FILES"
-  "actor_rollout_ref.rollout.custom.agentrag.retriever_url=$RETRIEVER_URL"
-)
 run_recipe "$@"

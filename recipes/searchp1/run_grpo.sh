@@ -19,30 +19,23 @@ if [[ -n "$_SIZE" && ${_SIZE%%.*} -lt 5 ]]; then
 else
   ROLLOUT_N=${ROLLOUT_N:-16} MICRO_BATCH=${MICRO_BATCH:-8} GPU_MEMORY=${GPU_MEMORY:-0.8}
 fi
-NNODES=${NNODES:-1}
 N_GPUS=${N_GPUS:-8}                                          # B.1: 8 x H20
 ROLLOUT=${ROLLOUT:-sglang}                                   # B.1: SGLang; vllm works too
-TP=${TP:-1}
-RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # E5 top-3 over wiki-18 (retriever_server)
+# RETRIEVER_URL: E5 top-3 over wiki-18 (retriever_server)
 JUDGE_URL=${JUDGE_URL:-http://127.0.0.1:8001/v1}             # the Figure 9 evaluator, any OpenAI-compatible endpoint
 JUDGE_MODEL=${JUDGE_MODEL:-Qwen/Qwen2.5-72B-Instruct}
 JUDGE_API_KEY_ENV=${JUDGE_API_KEY_ENV:-none}                 # NAME of the env var holding the key; none = no key
 DATA_DIR=${DATA_DIR:-data/searchp1}                          # agentrag-verl data prepare --preset searchr1_nq_hotpotqa --format searchp1
-TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
 VAL_FILES=${VAL_FILES:-$DATA_DIR/val.parquet}                # B.4 checkpoint selection: 200 per test set
 PLANNER_CACHE=${PLANNER_CACHE:-$DATA_DIR/planners.jsonl}
-PROJECT=${PROJECT:-agentrag_searchp1}
 _TAG=$(model_tag "$MODEL")
 EXPERIMENT=${EXPERIMENT:-searchp1-${_TAG%-it}-grpo-n$ROLLOUT_N}   # the paper trains Instruct models only: no "-it"
-CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
-# PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
+# NNODES, ROLLOUT, TP, RETRIEVER_URL, TRAIN_FILES, VAL_FILES, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER (defaults for the
+# knobs every recipe has), PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see
+# recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
-CONFIG_NAME=searchp1_grpo
-FORMAT=searchp1
-REWARD_METHOD=searchp1
-REWARD_CLASS=SearchP1RewardManager
+CONFIG_NAME=searchp1_grpo FORMAT=searchp1 REWARD_METHOD=searchp1 REWARD_CLASS=SearchP1RewardManager
 recipe_init
 SERVICE_URL_KNOBS+=(JUDGE_URL)
 if [[ "$PROFILE" == local ]]; then PLANNER_CACHE=$LOCAL_WORK/planners.jsonl; fi
@@ -60,9 +53,6 @@ CLUSTER_OVERRIDES+=(
   "actor_rollout_ref.rollout.gpu_memory_utilization=$GPU_MEMORY"
 )
 COMMON_OVERRIDES=(
-  "data.train_files=$TRAIN_FILES"
-  "data.val_files=$VAL_FILES"
-  "actor_rollout_ref.rollout.custom.agentrag.retriever_url=$RETRIEVER_URL"
   "reward.reward_kwargs.planner_cache=$PLANNER_CACHE"
   "reward.reward_kwargs.judge.base_url=$JUDGE_URL"
   "reward.reward_kwargs.judge.model=$JUDGE_MODEL"

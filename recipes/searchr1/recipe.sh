@@ -4,31 +4,13 @@ RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$RECIPE_DIR/../common/run_common.sh"
 
 # ---- knobs (MODEL is set in run_grpo.sh / run_ppo.sh: the papers' default differs per setting) ------------------
-NNODES=${NNODES:-1}
 N_GPUS=${N_GPUS:-8}                                          # Search-R1: 8 GPUs (micro-batches are per GPU)
-ROLLOUT=${ROLLOUT:-vllm}                                     # vllm | sglang
-TP=${TP:-1}                                                  # rollout tensor parallel size
-RETRIEVER_URL=${RETRIEVER_URL:-http://127.0.0.1:8000/retrieve}   # `python -m retriever_server serve` (E5, wiki-18)
 DATA_DIR=${DATA_DIR:-data/searchr1_nq_hotpotqa}              # agentrag-verl data prepare --preset searchr1_nq_hotpotqa
-TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
-VAL_FILES=${VAL_FILES:-$DATA_DIR/test.parquet}
-PROJECT=${PROJECT:-agentrag_searchr1}
-EXPERIMENT=${EXPERIMENT:-searchr1-$(model_tag "$MODEL")-$ALGO}
-CKPT_DIR=${CKPT_DIR:-checkpoints/$PROJECT/$EXPERIMENT}
-LOGGER=${LOGGER:-[console]}                                  # wandb opt-in: LOGGER='[console,wandb]' + WANDB_API_KEY
-# PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see recipes/common/run_common.sh
+# NNODES, ROLLOUT, TP, RETRIEVER_URL, TRAIN_FILES, VAL_FILES, PROJECT, EXPERIMENT, CKPT_DIR, LOGGER (defaults for the
+# knobs every recipe has), PROFILE=gpu|local, DRY_RUN=1|true|yes, PYTHON, LOCAL_WORK, LOCAL_STEPS: see
+# recipes/common/run_common.sh
 # --------------------------------------------------------------------------------------------------------------------
 
-CONFIG_NAME=searchr1_$ALGO
-FORMAT=searchr1
-REWARD_METHOD=searchr1
-REWARD_CLASS=SearchR1RewardManager
+CONFIG_NAME=searchr1_$ALGO FORMAT=searchr1 REWARD_METHOD=searchr1 REWARD_CLASS=SearchR1RewardManager
 recipe_init
-
-COMMON_OVERRIDES=(
-  "data.train_files=$TRAIN_FILES"
-  "data.val_files=$VAL_FILES"
-  "actor_rollout_ref.rollout.custom.agentrag.retriever_url=$RETRIEVER_URL"
-)
-if [[ "$ALGO" == ppo ]]; then local_critic_overrides; fi
 run_recipe "$@"
