@@ -23,9 +23,7 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import time
 from contextlib import ExitStack
@@ -62,25 +60,16 @@ def step_rows(summary: dict) -> list[dict]:
 
 
 def main() -> int:
-    from agentrag_verl.demo import pipeline as P
-    from agentrag_verl.demo.main import add_warm_start_args, apply_warm_start_args, settings_for
-    from agentrag_verl.eval.data import MINI_WIKI_DIR
+    from learning import demo_parser, parse_demo_args  # benchmarks/learning.py: the same warm start
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--work-dir", default="outputs/demo", help="Shared with `make demo`: its warm start is reused.")
-    p.add_argument("--data-dir", default=str(MINI_WIKI_DIR))
+    from agentrag_verl.demo import pipeline as P
+
+    p = demo_parser(__doc__)
     p.add_argument("--steps", type=int, default=4, help="GRPO steps per mode.")
     p.add_argument("--batch-size", type=int, default=6, help="Prompts per step (the learning benchmark's).")
     p.add_argument("--rollout-n", type=int, default=4, help="GRPO group size.")
     p.add_argument("--lr", type=float, default=3e-6)
-    add_warm_start_args(p)
-    args = p.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-    s = settings_for(False, Path(args.work_dir).resolve(), Path(args.data_dir).resolve())
-    apply_warm_start_args(s, args)
+    args, s = parse_demo_args(p)
     s.grpo_steps, s.grpo_batch_size, s.grpo_rollout_n, s.grpo_lr = args.steps, args.batch_size, args.rollout_n, args.lr
     s.grpo_val_limit = 0  # the comparison is the training steps; no validation inside main_ppo
     results: dict[str, dict] = {}

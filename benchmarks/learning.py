@@ -31,6 +31,7 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
@@ -41,21 +42,38 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return m, sd / math.sqrt(n)
 
 
-def main() -> int:
-    from agentrag_verl.demo import pipeline as P
-    from agentrag_verl.demo.main import (
-        add_warm_start_args,
-        apply_warm_start_args,
-        markdown,
-        reward_curve,
-        settings_for,
-        stage_table,
-    )
+def demo_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a benchmark that continues from the demo's warm start (``doc``: the script's docstring):
+    ``--work-dir``, shared with ``make demo``, and ``--data-dir``; the script adds its own."""
     from agentrag_verl.eval.data import MINI_WIKI_DIR
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--work-dir", default="outputs/demo", help="Shared with `make demo`: its warm start is reused.")
     p.add_argument("--data-dir", default=str(MINI_WIKI_DIR))
+    return p
+
+
+def parse_demo_args(p: argparse.ArgumentParser) -> tuple[argparse.Namespace, Any]:
+    """Parse ``p`` with the warm start's options added last, set the offline environment of a local run, and return
+    the options and the demo's settings for the shared stages (setup, demonstrations, SFT: reused from `make demo`
+    when cached) with the warm-start options applied; the benchmark sets its own for evaluation and GRPO."""
+    from agentrag_verl.demo.main import add_warm_start_args, apply_warm_start_args, settings_for
+
+    add_warm_start_args(p)
+    args = p.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    s = settings_for(False, Path(args.work_dir).resolve(), Path(args.data_dir).resolve())
+    apply_warm_start_args(s, args)
+    return args, s
+
+
+def main() -> int:
+    from agentrag_verl.demo import pipeline as P
+    from agentrag_verl.demo.main import markdown, reward_curve, stage_table
+
+    p = demo_parser(__doc__)
     p.add_argument("--steps", type=int, default=20, help="GRPO steps (at least 10 for the 5-vs-5 check).")
     p.add_argument(
         "--batch-size",
@@ -80,16 +98,7 @@ def main() -> int:
     )
     p.add_argument("--kl-coef", type=float, default=0.0)
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
-    add_warm_start_args(p)
-    args = p.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-    # The demo's settings for the shared stages (setup, demonstrations, SFT: reused from `make demo` when cached),
-    # the benchmark's own for evaluation and GRPO.
-    s = settings_for(False, Path(args.work_dir).resolve(), Path(args.data_dir).resolve())
-    apply_warm_start_args(s, args)
+    args, s = parse_demo_args(p)
     s.eval_limit = args.eval_limit
     s.grpo_steps, s.grpo_batch_size, s.grpo_rollout_n = args.steps, args.batch_size, args.rollout_n
     s.grpo_lr, s.grpo_kl_coef, s.grpo_temperature = args.lr, args.kl_coef, args.temperature

@@ -129,6 +129,16 @@ def _end(text: str) -> int:
     return len(text) - 1
 
 
+def _searches(text: str, queries: list[str], steps: list[dict], call: str, observation: str) -> str:
+    """``text`` followed, for each query ``q``, by ``call`` (the model's search; its last character ends the step
+    appended to ``steps``) and ``observation`` (the environment's), both formatted with ``q``."""
+    for q in queries:
+        text += call.format(q=q)
+        steps.append({"kind": "search", "query": q, "end_token_index": _end(text)})
+        text += observation.format(q=q)
+    return text
+
+
 def wellformed_sample(rng: random.Random, fmt: str) -> dict[str, Any]:
     """A trajectory as the (pre-change) agent loop writes it: legacy step records (no ``observed`` key)."""
     gold = rng.choice(GOLDS)
@@ -148,18 +158,22 @@ def wellformed_sample(rng: random.Random, fmt: str) -> dict[str, Any]:
             text += "<step><reasoning>so</reasoning><conclusion>it is it</conclusion></step>"
         text += f"</think>\n<answer>{answer}</answer>"
     elif fmt == "searchp1":
-        text = "<reasoning>Plan: 1. look up.</reasoning>\n"
-        for q in queries:
-            text += f"<tool_call>{q}</tool_call>"
-            steps.append({"kind": "search", "query": q, "end_token_index": _end(text)})
-            text += f"\n<tool_response>\nDoc 1(Title: T) {q}.\n</tool_response>\n<reasoning>next</reasoning>\n"
+        text = _searches(
+            "<reasoning>Plan: 1. look up.</reasoning>\n",
+            queries,
+            steps,
+            "<tool_call>{q}</tool_call>",
+            "\n<tool_response>\nDoc 1(Title: T) {q}.\n</tool_response>\n<reasoning>next</reasoning>\n",
+        )
         text += f"<answer>{answer}</answer>"
     elif fmt == "multistage":
-        text = "<think>hmm</think>"
-        for q in queries:
-            text += f"<search>{q}</search>"
-            steps.append({"kind": "search", "query": q, "end_token_index": _end(text)})
-            text += f"\n\n<information>Doc 1(Title: T) {q}.</information>\n\n<reflect>ok</reflect>"
+        text = _searches(
+            "<think>hmm</think>",
+            queries,
+            steps,
+            "<search>{q}</search>",
+            "\n\n<information>Doc 1(Title: T) {q}.</information>\n\n<reflect>ok</reflect>",
+        )
         if not queries:
             text += "<reflect>I know it.</reflect>"
         text += f"<answer>{answer}</answer>"
