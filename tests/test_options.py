@@ -79,7 +79,8 @@ def test_the_package_option_classes_use_it():
     with pytest.raises(JudgeConfigError, match=r"Unknown judge option\(s\) \['modle'\] for JudgeConfig; .*'model'"):
         JudgeConfig.from_config({"modle": "m"})
     with pytest.raises(ValueError, match=r"Unknown agent-loop option\(s\) \['budegt'\].*'budget'.*set them under the"):
-        SearchLoopConfig.from_sources({"budegt": 2}, None)
-    assert SearchLoopConfig.from_sources({"budget": 2}, {"agentrag": {"budget": 3}}).budget == 3  # custom wins
+        SearchLoopConfig.from_sources({"format": "hiprag", "budegt": 2}, None)
+    loop = SearchLoopConfig.from_sources({"format": "hiprag", "budget": 2}, {"agentrag": {"budget": 3}})
+    assert loop.budget == 3  # custom wins
     with pytest.raises(ValueError, match=r"Unknown MCTS option\(s\) \['alpah'\] .*set them under mcts"):
         MCTSConfig.from_config({"alpah": 0.5})
