@@ -168,15 +168,8 @@ class ServerConfig:
 
     @property
     def limits(self) -> Limits:
-        return Limits(
-            default_topk=self.default_topk,
-            max_topk=self.max_topk,
-            max_queries_per_request=self.max_queries_per_request,
-            max_query_chars=self.max_query_chars,
-            max_body_bytes=self.max_body_bytes,
-            max_hits_per_request=self.max_hits_per_request,
-            max_request_tokens=self.max_request_tokens,
-        )
+        """The request limits: each :class:`Limits` field is the field of the same name here."""
+        return Limits(**{f.name: getattr(self, f.name) for f in fields(Limits)})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -286,28 +286,14 @@ def _cmd_build(args: argparse.Namespace) -> int:
     encoder = EncoderConfig.from_preset(
         args.model,
         args.retriever_name,
-        pooling=args.pooling,
-        query_prefix=args.query_prefix,
-        passage_prefix=args.passage_prefix,
-        normalize=args.normalize,
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        device=args.device,
-        fp16=args.fp16,
-        bf16=args.bf16,
-        num_threads=args.num_threads,
+        **_pick(args, "pooling", "query_prefix", "passage_prefix", "normalize", "max_length", "batch_size"),
+        **_pick(args, "device", "fp16", "bf16", "num_threads"),
     )
     config = BuildConfig(
         corpus=args.corpus,
         out=args.out,
         encoder=encoder,
-        index_type=args.index_type,
-        chunk_size=args.chunk_size,
-        max_passages=args.max_passages,
-        train_size=args.train_size,
-        shards=args.shards,
-        overwrite=args.overwrite,
-        progress=args.progress,
+        **_pick(args, "index_type", "chunk_size", "max_passages", "train_size", "shards", "overwrite", "progress"),
     )
     # a bad questions file fails here, not after the build
     queries = _recall_queries(args) if args.recall_queries else None
@@ -316,6 +302,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
         report["recall"] = _recall(args.out, queries, args, search_params=None)
     print(json.dumps(report, indent=2))
     return 0
+
+
+def _pick(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """``{name: args.name}``: the options that a config field takes under the same name."""
+    return {name: getattr(args, name) for name in names}
 
 
 def _recall_queries(args: argparse.Namespace) -> list[str]:
@@ -345,14 +336,8 @@ def _load_args(args: argparse.Namespace):
     source = IndexSource(args.index, args.corpus_path, args.retriever_name, args.retriever_model)
     options = LoadOptions(
         backend="faiss-gpu" if args.faiss_gpu else args.backend,
-        device=args.device,
-        fp16=args.fp16,
-        bf16=args.bf16,
         model=args.retriever_model,
-        encoder_batch_size=args.encoder_batch_size,
-        num_threads=args.num_threads,
-        search_params=args.search_params,
-        corpus_store=args.corpus_store,
+        **_pick(args, "device", "fp16", "bf16", "encoder_batch_size", "num_threads", "search_params", "corpus_store"),
     )
     return source, options
 
@@ -366,44 +351,26 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     _setup_logging(args.log_level)
     source, options = _load_args(args)
     server = ServerConfig(
-        host=args.host,
-        port=args.port,
+        # the options named otherwise than their fields
         default_topk=args.topk,
-        max_topk=args.max_topk,
         max_queries_per_request=args.max_queries,
-        max_query_chars=args.max_query_chars,
-        max_body_bytes=args.max_body_bytes,
         max_hits_per_request=args.max_hits,
-        max_request_tokens=args.max_request_tokens,
-        batching=args.batching,
-        max_batch_size=args.max_batch_size,
-        max_batch_tokens=args.max_batch_tokens,
-        max_header_bytes=args.max_header_bytes,
-        max_headers=args.max_headers,
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
         body_deadline_s=args.body_deadline,
-        max_connections=args.max_connections,
         keep_alive_timeout_s=args.keep_alive_timeout,
-        docs=args.docs,
-        health_paths=args.health_paths,
-        fast_post=args.fast_post,
+        **_pick(args, "host", "port", "max_topk", "max_query_chars", "max_body_bytes", "max_request_tokens"),
+        **_pick(args, "batching", "max_batch_size", "max_batch_tokens", "max_header_bytes", "max_headers"),
+        **_pick(args, "max_connections", "docs", "health_paths", "fast_post"),
     )
     if args.ray:
         from .ray_app import RayServeConfig, ShardedConfig, serve_forever
 
         ray_config = RayServeConfig(
-            replicas=args.replicas,
-            gpus_per_replica=args.gpus_per_replica,
-            cpus_per_replica=args.cpus_per_replica,
-            max_ongoing_requests=args.max_ongoing_requests,
+            **_pick(args, "replicas", "gpus_per_replica", "cpus_per_replica", "max_ongoing_requests")
         )
         sharded = ShardedConfig(
-            shards=args.shards,
-            cpus_per_shard=args.cpus_per_shard,
-            gpus_per_shard=args.gpus_per_shard,
-            shard_replicas=args.shard_replicas,
-            shard_retry_s=args.shard_retry_s,
+            **_pick(args, "shards", "cpus_per_shard", "gpus_per_shard", "shard_replicas", "shard_retry_s")
         )
         serve_forever(source, options, server, ray_config, ray_address=args.ray_address, sharded=sharded)
         return 0
