@@ -55,7 +55,13 @@ def test_serves_searchr1_index_file_and_corpus(index_dir, corpus_file, minilm_di
     loaded = load_source(source, LoadOptions(corpus_store=str(tmp_path / "store")))
     assert (tmp_path / "store" / "records.jsonl").is_file()
     question = ["In what year did Orla Brennick found Marrow & Tilde Instruments?"]
-    assert loaded.retrieve(question, 3) == retriever.retrieve(question, 3)
+    got, want = loaded.retrieve(question, 3), retriever.retrieve(question, 3)
+    # the same passages in the same order; the scores of two encoder instances agree to float rounding (oneDNN may
+    # pick another kernel for the same shapes on a loaded box)
+    assert [[h["document"] for h in hits] for hits in got] == [[h["document"] for h in hits] for hits in want]
+    assert [[h["score"] for h in hits] for hits in got] == [
+        pytest.approx([h["score"] for h in hits], rel=1e-5) for hits in want
+    ]
 
 
 # ---- bad input: one line saying what, why and how to fix; non-zero exit; no traceback; nothing left behind ----------
