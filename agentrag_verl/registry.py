@@ -41,7 +41,6 @@ __all__ = [
     "register_method",
     "get_method",
     "methods",
-    "method_for_agent",
     "load_object",
     "load_methods",
     "method_names",
@@ -111,7 +110,7 @@ class Method:
     """``"module:function"``: ``(prediction, golds) -> JudgeRequest``, a YES/NO answer-correctness judge the
     evaluation may use for its judge accuracy (the first method that declares one)."""
     teacher: Any = None
-    """Its :class:`agentrag_verl.warmstart.templates.TeacherTemplates` (the scripted stand-in teacher)."""
+    """Its :class:`agentrag_verl.warmstart.teacher.TeacherTemplates` (the scripted stand-in teacher)."""
     standin: str | None = None
     """``"module:function"``: ``(system, user) -> reply or None``, its rules in the stand-in judge server
     (:mod:`agentrag_verl.standin`); None = it asks no judge."""
@@ -131,6 +130,7 @@ class Method:
 
     @property
     def label(self) -> str:
+        """:attr:`title`, else :attr:`name`."""
         return self.title or self.name
 
     @property
@@ -140,6 +140,7 @@ class Method:
 
     @property
     def scored_formats(self) -> tuple[str, ...]:
+        """:attr:`scores_formats`, else its own format."""
         return self.scores_formats or (self.name,)
 
     def load(self, attribute: str) -> Any:
@@ -173,7 +174,7 @@ def register_method(method: Method) -> Method:
     if method.format is not None:
         from agentrag_verl.formats import register_format
 
-        register_format(method.format, replace=True)
+        register_format(method.format)
     if method.reward_manager:
         register_reward_manager(key, method.reward_manager)
     return method
@@ -211,11 +212,6 @@ def methods() -> list[Method]:
     """Every declared method, in method order (:func:`method_rank`)."""
     load_methods()
     return sorted(_METHODS.values(), key=lambda m: method_rank(m.name))
-
-
-def method_for_agent(agent_name: str) -> Method | None:
-    """The method whose agent loop is called ``agent_name``, if any."""
-    return next((m for m in methods() if m.agent_name == agent_name), None)
 
 
 def register_reward_manager(name: str, target: str) -> None:
