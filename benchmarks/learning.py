@@ -1,29 +1,45 @@
-"""Does training with agentrag-verl make a better search agent? Warm start, then GRPO, on one CPU machine.
+"""Does each design train a real model? Warm start, then the design's own recipe, on one CPU machine.
 
-SmolLM2-135M-Instruct, HiPRAG format and reward ("over-search only" with the rule-based stand-in judge; the
-policy's over-search re-answers greedy, as in eval), the mini-wiki corpus behind the real retriever. Stages
-(:mod:`agentrag_verl.demo.pipeline`, cached in ``--work-dir``): eval of the warm start (SFT on the scripted stand-in
-teacher's demonstrations), ``--steps`` GRPO steps through verl's ``main_ppo`` (``agentrag-verl train-local``), eval
-after RL. Not part of CI (about 50 min on 2 cores with the warm start cached; latest figures in
-``benchmarks/README.md``).
+SmolLM2-135M-Instruct warm-started in the design's format (SFT on the scripted stand-in teacher's demonstrations),
+then the design's recipe YAML in its local profile (``PROFILE=local bash recipes/<design>/run_<algo>.sh``, verl's
+``main_ppo``) with the real retriever over the mini-wiki corpus and the rule-based stand-in judge, then eval of both
+on the held-out mini-wiki test sets (greedy, mean ±95% CI). Stages (:mod:`agentrag_verl.demo.pipeline`) are cached
+in ``--work-dir``. Not part of CI (about 55-75 min per design on 2 cores with the warm start cached; figures in
+``docs/learning.md``).
 
-Prints, per GRPO step, the training reward and how many trajectories searched on common-knowledge and on corpus
-questions (from verl's dump of every trajectory, ``<work-dir>/grpo_bench/rollouts/<step>.jsonl``); the held-out
-metrics before and after RL with 95% confidence intervals; then the checks of the learning claim:
+What may differ from the recipe, each printed in the run's settings: group size, batch and step counts (two
+cores), the learning rate (``--lr``; 0 keeps the recipe's), no KL loss (``--kl-coef``; the reference model's
+forward pass costs 35-65 s of a 2-core step), clip-higher 0.28, rollout log-probs as PPO's old log-probs, the
+observation cap and response budget of the warm start, and the method's reward options for the stand-in judge.
+
+The training reward is measured on a fixed question set (``--passes``, default 4): the RL stage goes over the same
+30 training questions (10 per set, none of them demonstrated) once per 5 steps, each pass in its own order. The
+first and the last 5 steps then answer the same questions, so which questions a step drew no longer moves the
+comparison; the standard error of the difference is taken over questions (paired), and the one over steps is
+printed beside it.
+
+Prints, per step: the training reward, for PPO the critic's value loss and explained variance, searches per
+question on common-knowledge and on corpus questions (from verl's dump of every trajectory), and the wall time; the
+held-out metrics before and after RL; then the checks:
 
 1. the mean training reward of the last 5 steps exceeds that of the first 5 by more than 2 standard errors;
-2. held-out CEM after RL is not below CEM after the warm start (within the CIs);
-3. the share of common-knowledge test questions answered with a search (over-search) is lower after RL, CEM holding.
+2. held-out CEM after RL is not below CEM after the warm start (within its CI);
+3. PPO-GAE: the critic's explained variance rises (mean of the last 5 steps above the first 5's);
+4. every step's rollout and actor log-probabilities agree (``actor/ppo_kl`` below :data:`PPO_KL_LIMIT`), and where
+   the reward places per-step rewards (AutoSearch) no placement failed.
 
-Usage (after ``make demo``, whose warm start it reuses; otherwise it builds it first)::
+Writes ``<work-dir>/learning_<design>_<algo>.json`` (``benchmarks/learning_matrix.py`` collects them).
 
-    python benchmarks/learning.py
-    python benchmarks/learning.py --steps 24 --batch-size 8 --rollout-n 4 --lr 2e-6
+Usage::
+
+    python benchmarks/learning.py --design hiprag            # reuses `make demo`'s warm start (outputs/demo)
+    python benchmarks/learning.py --design searchr1 --algo ppo
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -33,6 +49,33 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+DESIGNS: dict[str, dict[str, dict[str, Any]]] = {
+    "searchr1": {"grpo": {"script": "recipes/searchr1/run_grpo.sh"}, "ppo": {"script": "recipes/searchr1/run_ppo.sh"}},
+    "hiprag": {"grpo": {"script": "recipes/hiprag/run_grpo.sh"}, "ppo": {"script": "recipes/hiprag/run_ppo.sh"}},
+    "autosearch": {
+        "ppo": {"script": "recipes/autosearch/run_ppo.sh"},
+        "grpo": {"script": "recipes/autosearch/run_grpo.sh"},
+    },
+    # one run with the stage switch half-way (the recipe's STAGE=switch at --steps / 2) and DAPO's dynamic sampling,
+    # which the local profile turns off for its random tiny policy
+    "multistage": {
+        "dapo": {
+            "script": "recipes/multistage/run_dapo.sh",
+            "env": {"STAGE": "switch"},
+            "overrides": ["algorithm.filter_groups.enable=true"],
+        }
+    },
+    "searchp1": {"grpo": {"script": "recipes/searchp1/run_grpo.sh"}},
+}
+"""Design -> algorithm -> its recipe's run script, the script's knobs and what the run changes in the local
+profile; the first algorithm is the paper's and the default."""
+
+
+PPO_KL_LIMIT = 1e-3
+"""Bound on ``actor/ppo_kl`` per step. The rollout's log-probs are PPO's old ones (bypass mode) and the actor updates
+once per step, so the first pass measures how far the actor's log-probs lie from vLLM's for the same tokens: about
+2e-6 in fp32 (docs/warmstart.md section 3); stale rollout weights or a wrong mask give O(0.1-1)."""
+
 
 def mean_se(values: list[float]) -> tuple[float, float]:
     """Mean and standard error of the mean."""
@@ -40,6 +83,31 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     m = sum(values) / n
     sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
     return m, sd / math.sqrt(n)
+
+
+def paired_rise(first: list[dict[str, list[float]]], last: list[dict[str, list[float]]]) -> dict[str, Any] | None:
+    """The rise of the mean reward from the ``first`` steps to the ``last`` ones, paired by question.
+
+    Each argument holds one ``{question: [scores]}`` per step. Over the questions both blocks answered: the mean of
+    (mean score in ``last`` - mean score in ``first``) and its standard error. None when they share fewer than 2.
+
+    >>> paired_rise([{"a": [0.0, 0.0], "b": [1.0]}], [{"a": [1.0], "b": [1.0, 1.0]}])["diff"]
+    0.5
+    """
+
+    def per_question(block: list[dict[str, list[float]]]) -> dict[str, float]:
+        scores: dict[str, list[float]] = {}
+        for step in block:
+            for q, s in step.items():
+                scores.setdefault(q, []).extend(s)
+        return {q: sum(s) / len(s) for q, s in scores.items()}
+
+    a, b = per_question(first), per_question(last)
+    shared = sorted(set(a) & set(b))
+    if len(shared) < 2:
+        return None
+    diff, se = mean_se([b[q] - a[q] for q in shared])
+    return {"questions": len(shared), "diff": diff, "se": se, "pass": diff > 2 * se}
 
 
 def demo_parser(doc: str) -> argparse.ArgumentParser:
@@ -56,7 +124,7 @@ def demo_parser(doc: str) -> argparse.ArgumentParser:
 def parse_demo_args(p: argparse.ArgumentParser) -> tuple[argparse.Namespace, Any]:
     """Parse ``p`` with the warm start's options added last, set the offline environment of a local run, and return
     the options and the demo's settings for the shared stages (setup, demonstrations, SFT: reused from `make demo`
-    when cached) with the warm-start options applied; the benchmark sets its own for evaluation and GRPO."""
+    when cached) with the warm-start options applied; the benchmark sets its own for evaluation and RL."""
     from agentrag_verl.demo.main import add_warm_start_args, apply_warm_start_args, settings_for
 
     add_warm_start_args(p)
@@ -74,34 +142,47 @@ def main() -> int:
     from agentrag_verl.demo.main import markdown, reward_curve, stage_table
 
     p = demo_parser(__doc__)
-    p.add_argument("--steps", type=int, default=20, help="GRPO steps (at least 10 for the 5-vs-5 check).")
+    p.add_argument("--design", choices=sorted(DESIGNS), default="hiprag")
+    p.add_argument("--algo", help="The design's algorithm (its recipe's run script; default the paper's first).")
+    p.add_argument("--steps", type=int, default=20, help="RL steps (at least 10 for the 5-vs-5 check).")
+    p.add_argument("--batch-size", type=int, default=6, help="Prompts per step (with n=4: 24 trajectories).")
+    p.add_argument("--rollout-n", type=int, default=4, help="Group size (the recipes' 5-32, shrunk for 2 cores).")
     p.add_argument(
-        "--batch-size",
+        "--passes",
         type=int,
-        default=6,
-        help="Prompts per GRPO step (default 6: 24 trajectories, whose mean reward is the per-step figure the "
-        "5-vs-5 check compares; at 4 prompts the standard error of that difference was 0.12).",
+        default=4,
+        help="Passes over a fixed question set (module docstring); 0: draw batches from all training questions.",
     )
-    p.add_argument("--rollout-n", type=int, default=4, help="GRPO group size.")
     p.add_argument(
         "--lr",
         type=float,
         default=3e-6,
-        help="Actor learning rate (default 3e-6; at 1e-5 the warm start stopped searching within 2 steps: "
-        "docs/warmstart.md, section 5).",
+        help="Actor learning rate (default 3e-6: the recipes' 1e-6 is for 3-7B models; at 1e-5 a warm start stopped "
+        "searching within 2 steps, docs/warmstart.md section 5); 0 keeps the recipe's.",
     )
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=1.0,
-        help="Rollout temperature (default 1.0, HiPRAG's; docs/warmstart.md section 5 measures 0.6).",
-    )
-    p.add_argument("--kl-coef", type=float, default=0.0)
+    p.add_argument("--kl-coef", type=float, default=0.0, help="KL loss coefficient (0: none; negative: the recipe's).")
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
     args, s = parse_demo_args(p)
-    s.eval_limit = args.eval_limit
+    algos = DESIGNS[args.design]
+    algo = args.algo or next(iter(algos))
+    if algo not in algos:
+        p.error(f"--design {args.design} has the algorithms {sorted(algos)}, not {algo!r}")
+    if args.design != s.format:  # not the demo's method: its own warm start, in its own folder by default
+        work = Path("outputs/learning", args.design) if args.work_dir == "outputs/demo" else Path(args.work_dir)
+        s = dataclasses.replace(s, work_dir=work.resolve(), format=args.design, prompt_name=None)
+    design = algos[algo]
+    s.recipe, s.eval_limit = design["script"], args.eval_limit
+    s.recipe_env = {**design.get("env", {})}
+    if s.recipe_env.get("STAGE") == "switch":
+        s.recipe_env["STAGE_SWITCH_STEP"] = str(max(1, args.steps // 2))
+    s.extra_train_overrides = list(design.get("overrides", []))
     s.grpo_steps, s.grpo_batch_size, s.grpo_rollout_n = args.steps, args.batch_size, args.rollout_n
-    s.grpo_lr, s.grpo_kl_coef, s.grpo_temperature = args.lr, args.kl_coef, args.temperature
+    s.grpo_passes = args.passes
+    s.grpo_lr = args.lr or None
+    s.grpo_kl_coef = None if args.kl_coef < 0 else args.kl_coef
+    if args.passes and (3 * s.grpo_questions_per_set) % args.batch_size:
+        p.error(f"--batch-size must divide the {3 * s.grpo_questions_per_set} questions of a pass")
+    run = f"{args.design}_{algo}"
     walls: dict[str, float] = {}
     t0 = time.perf_counter()
 
@@ -124,57 +205,77 @@ def main() -> int:
         warm = P.eval_stage("warm_start_bench", Path(sft["model"]), s, url, judge_url)
         mark("eval warm start", t)
         t = time.perf_counter()
-        grpo = P.grpo_stage(s, Path(sft["model"]), url, judge_url, name="grpo_bench")
-        mark("grpo", t)
+        rl = P.grpo_stage(s, Path(sft["model"]), url, judge_url, name=f"{run}_bench")
+        mark(algo, t)
         t = time.perf_counter()
-        after = P.eval_stage("grpo_bench", Path(grpo["model"]), s, url, judge_url)
-        mark("eval after GRPO", t)
+        after = P.eval_stage(f"{run}_bench", Path(rl["model"]), s, url, judge_url)
+        mark(f"eval after {algo}", t)
     walls["total"] = round(time.perf_counter() - t0, 1)
 
-    curve = reward_curve(grpo)
-    rewards = [c["mean"] for c in curve if c["mean"] is not None]
-    searches = {r["step"]: r for r in P.rollout_searches(s, "grpo_bench")}
-
-    def searched(r: dict | None, key: str) -> str:
-        return f"{r[key][0]}/{r[key][1]}" if r and r[key][1] else "-"
-
-    print("\nGRPO settings:", json.dumps(grpo.get("settings")))
-    print("(common right: right answers on common-knowledge questions with / without a search; judged over-search:")
-    print(" right, searching ones paid less than the full HiPRAG bonus)")
-    print("step  reward_mean  reward_min  reward_max  response_len  searched(common)  searched(corpus)  "
-          "common right  judged over-search  wall_s")  # fmt: skip
+    curve = reward_curve(rl)
     for c in curve:
-        wall = grpo.get("step_wall_s", {}).get(str(c["step"]), grpo.get("step_wall_s", {}).get(c["step"], "-"))
-        r = searches.get(c["step"])
-        right = f"{r['right_common'][0]} / {r['right_common'][1]}" if r else "-"
-        over = r["over_search_common"] if r else "-"
-        print(f"{c['step']:>4}  {c['mean']:>11.4f}  {c['min']:>10.4f}  {c['max']:>10.4f}  "
-              f"{c['response_length']:>12.1f}  {searched(r, 'searched_common'):>16}  "
-              f"{searched(r, 'searched_corpus'):>16}  {right:>12}  {over:>18}  {wall}")  # fmt: skip
+        m = rl["steps"][str(c["step"])]
+        c["vf_loss"], c["vf_explained_var"] = m.get("critic/vf_loss"), m.get("critic/vf_explained_var")
+        c["wall_s"] = rl.get("step_wall_s", {}).get(str(c["step"]))
+    rewards = [c["mean"] for c in curve if c["mean"] is not None]
+    searches = {r["step"]: r for r in P.rollout_searches(s, f"{run}_bench")}
+
+    print(f"\n{run}: recipe {s.recipe}; settings:", json.dumps(rl.get("settings")))
+    print("step  reward_mean  reward_min  reward_max  vf_loss  vf_expl_var  searches/q(common)  searches/q(corpus)"
+          "  wall_s")  # fmt: skip
+    for c in curve:
+        per_q = (searches.get(c["step"]) or {}).get("searches_per_question") or {}
+        vf = "-" if c["vf_loss"] is None else f"{c['vf_loss']:.4f}"
+        ev = "-" if c["vf_explained_var"] is None else f"{c['vf_explained_var']:.3f}"
+        print(f"{c['step']:>4}  {c['mean']:>11.4f}  {c['min']:>10.4f}  {c['max']:>10.4f}  {vf:>7}  {ev:>11}  "
+              f"{per_q.get('common', '-')!s:>18}  {per_q.get('corpus', '-')!s:>18}  {c['wall_s']}")  # fmt: skip
     header, rows = stage_table([warm, after])
     print("\nHeld-out mini-wiki test sets (greedy; mean ±95% CI):")
     print(markdown(header, rows))
     print("CEM by set:", {r["stage"]: r["cem_by_set"] for r in (warm, after)})
 
-    checks = {}
+    checks: dict[str, dict[str, Any]] = {}
     if len(rewards) >= 10:
         first, last = mean_se(rewards[:5]), mean_se(rewards[-5:])
         diff, se = last[0] - first[0], math.sqrt(first[1] ** 2 + last[1] ** 2)
-        checks["reward_rises"] = {"first5": first, "last5": last, "diff": diff, "se": se, "pass": diff > 2 * se}
+        steps = sorted(searches)
+        paired = paired_rise(
+            [searches[k]["rewards_by_question"] for k in steps[:5]],
+            [searches[k]["rewards_by_question"] for k in steps[-5:]],
+        )
+        rise = {"first5": first, "last5": last, "diff": diff, "se_over_steps": se, "pass_over_steps": diff > 2 * se}
+        if args.passes and paired:
+            rise.update(se=paired["se"], paired=paired, pass_=paired["pass"])
+        else:
+            rise.update(se=se, pass_=diff > 2 * se)
+        rise["pass"] = rise.pop("pass_")
+        checks["reward_rises"] = rise
     cem_w, cem_a = warm["cem"], after["cem"]
     checks["cem_holds"] = {"warm": cem_w, "after": cem_a, "pass": cem_a[0] >= cem_w[0] - (cem_w[1] or 0)}
-    os_w, os_a = warm["over_search_common"], after["over_search_common"]
-    checks["over_search_drops"] = {"warm": os_w, "after": os_a, "pass": (os_a[0] or 0) < (os_w[0] or 0)}
+    ev = [c["vf_explained_var"] for c in curve if c["vf_explained_var"] is not None]
+    if len(ev) >= 10:
+        checks["critic_fits"] = {"first5": mean_se(ev[:5]), "last5": mean_se(ev[-5:]),
+                                 "pass": mean_se(ev[-5:])[0] > mean_se(ev[:5])[0]}  # fmt: skip
+    # the reward's placement and the policy's log-probs, in every step: a run where they break fails loudly
+    kl = [m.get("actor/ppo_kl") for m in rl["steps"].values() if m.get("actor/ppo_kl") is not None]
+    checks["logprobs_agree"] = {"max_ppo_kl": max(kl, default=None), "limit": PPO_KL_LIMIT,
+                                "pass": bool(kl) and max(kl) < PPO_KL_LIMIT}  # fmt: skip
+    placed = [r["placement_errors"] for r in searches.values() if r.get("placement_errors") is not None]
+    if placed:
+        checks["rewards_placed"] = {"placement_errors": sum(placed), "steps": len(placed), "pass": sum(placed) == 0}
     print("\nChecks:")
     for name, c in checks.items():
         detail = json.dumps({k: v for k, v in c.items() if k != "pass"})
         print(f"  {name}: {'PASS' if c['pass'] else 'FAIL'}  {detail}")
     print("\nwall time (s):", json.dumps(walls))
-    sft_loss = [m.get("train/loss") for _, m in sorted(sft["steps"].items(), key=lambda kv: int(kv[0]))]
-    out = {"walls": walls, "curve": curve, "searches": list(searches.values()), "warm": warm, "after": after,
-           "checks": checks, "settings": grpo.get("settings"), "demos": demos, "sft_loss": sft_loss}  # fmt: skip
-    (s.work_dir / "learning.json").write_text(json.dumps(out, indent=1, default=str))
-    print(f"results: {s.work_dir / 'learning.json'}")
+    command = "python benchmarks/learning.py " + " ".join(sys.argv[1:])
+    out = {"design": args.design, "algo": algo, "recipe": s.recipe, "recipe_env": s.recipe_env,
+           "extra_overrides": s.extra_train_overrides, "command": command, "walls": walls,
+           "curve": curve, "searches": list(searches.values()), "warm": warm, "after": after, "checks": checks,
+           "settings": rl.get("settings"), "demos": demos}  # fmt: skip
+    path = s.work_dir / f"learning_{run}.json"
+    path.write_text(json.dumps(out, indent=1, default=str))
+    print(f"results: {path}")
     return 0 if all(c["pass"] for c in checks.values()) else 1
 
 

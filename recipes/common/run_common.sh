@@ -27,6 +27,12 @@
 #   local agentrag-verl train-local with the SAME recipe YAML on this CPU box: tiny random Qwen2, the fixture QA set
 #         prepared by `agentrag-verl data prepare`, the real retriever server over a MiniLM index of the fixture
 #         corpus, and the stand-in judge endpoint (python -m agentrag_verl.standin; rules, not a model).
+#         Knobs of a local run on real data (benchmarks/learning.py sets them): LOCAL_MODEL (a Hugging Face folder,
+#         e.g. a warm start, instead of the tiny random model), LOCAL_DATA_DIR (a folder with train.parquet and
+#         test.parquet in the recipe's FORMAT, instead of the fixture QA set), LOCAL_RETRIEVER_URL and
+#         LOCAL_JUDGE_URL (services already running, e.g. over another corpus, instead of starting the fixture's),
+#         LOCAL_BATCH_SIZE and LOCAL_ROLLOUT_N (prompts per step and group size; default train-local's 4 and 2),
+#         LOCAL_STEPS, LOCAL_RESPONSE_LENGTH (default 128).
 # DRY_RUN=1 (or true, yes) prints the exact final command (shell-quoted, one line) and exits without starting or
 # creating anything; any other non-empty DRY_RUN is refused (common/knobs.sh). PREFLIGHT=1 (or true, yes) checks that
 # command instead, as verl's main_ppo starts it, without Ray or a GPU (`agentrag-verl preflight`), and exits with its
@@ -131,13 +137,24 @@ recipe_init() {
       [[ "$LOCAL_WORK" == /* ]] || LOCAL_WORK="$PWD/$LOCAL_WORK"  # absolute; created when the run starts, not here
       LOCAL_RETRIEVER_PORT=${LOCAL_RETRIEVER_PORT:-$(_free_port)}
       LOCAL_JUDGE_PORT=${LOCAL_JUDGE_PORT:-$(_free_port)}
-      RETRIEVER_URL="http://127.0.0.1:${LOCAL_RETRIEVER_PORT}/retrieve"
-      RETRIEVER_ROOT="http://127.0.0.1:${LOCAL_RETRIEVER_PORT}"
-      JUDGE_URL="http://127.0.0.1:${LOCAL_JUDGE_PORT}/v1"
+      RETRIEVER_URL=${LOCAL_RETRIEVER_URL:-"http://127.0.0.1:${LOCAL_RETRIEVER_PORT}/retrieve"}
+      RETRIEVER_ROOT=${RETRIEVER_URL%/retrieve}
+      JUDGE_URL=${LOCAL_JUDGE_URL:-"http://127.0.0.1:${LOCAL_JUDGE_PORT}/v1"}
       JUDGE_MODEL=standin-judge
       JUDGE_API_KEY_ENV=none
-      TRAIN_FILES="$LOCAL_WORK/data/train.parquet"
-      VAL_FILES="$LOCAL_WORK/data/test.parquet"
+      LOCAL_BATCH_SIZE=${LOCAL_BATCH_SIZE:-4} LOCAL_ROLLOUT_N=${LOCAL_ROLLOUT_N:-2}
+      knob_positive_int LOCAL_BATCH_SIZE LOCAL_ROLLOUT_N
+      [[ -z "${LOCAL_MODEL:-}" || -f "$LOCAL_MODEL/config.json" ]] ||
+        _die "LOCAL_MODEL=$LOCAL_MODEL is not a Hugging Face model folder (no config.json); unset it for the tiny random model"
+      if [[ -n "${LOCAL_DATA_DIR:-}" ]]; then
+        [[ -f "$LOCAL_DATA_DIR/train.parquet" && -f "$LOCAL_DATA_DIR/test.parquet" ]] ||
+          _die "LOCAL_DATA_DIR=$LOCAL_DATA_DIR must hold train.parquet and test.parquet (agentrag-verl data prepare --format $FORMAT)"
+        TRAIN_FILES="$LOCAL_DATA_DIR/train.parquet"
+        VAL_FILES="$LOCAL_DATA_DIR/test.parquet"
+      else
+        TRAIN_FILES="$LOCAL_WORK/data/train.parquet"
+        VAL_FILES="$LOCAL_WORK/data/test.parquet"
+      fi
       ;;
   esac
 }
@@ -146,24 +163,30 @@ recipe_init() {
 _local_services() {
   local qa corpus
   mkdir -p "$LOCAL_WORK"
-  qa=$("$PYTHON" -c 'from agentrag_verl.data.corpus import QA_PATH; print(QA_PATH)')
-  "$AGENTRAG" data prepare --input "$qa" --name mini --split train --format "$FORMAT" --out "$LOCAL_WORK/data" >/dev/null
-  "$AGENTRAG" data prepare --input "$qa" --name mini --split test --max-per-source 8 --format "$FORMAT" \
-    --out "$LOCAL_WORK/data" >/dev/null
-  "$PYTHON" -c 'import sys; from agentrag_verl.data.corpus import load_corpus, write_corpus
-write_corpus(load_corpus(), sys.argv[1])' "$LOCAL_WORK/corpus.jsonl"
-  minilm=$("$PYTHON" -c 'from agentrag_verl.demo.models import minilm_path; print(minilm_path())')
-  "$PYTHON" -m retriever_server build --corpus "$LOCAL_WORK/corpus.jsonl" --model "$minilm" --retriever-name mean \
-    --out "$LOCAL_WORK/index" --no-progress >"$LOCAL_WORK/index_build.log" 2>&1 \
-    || _die "index build failed: $LOCAL_WORK/index_build.log"
+  if [[ -z "${LOCAL_DATA_DIR:-}" ]]; then
+    qa=$("$PYTHON" -c 'from agentrag_verl.data.corpus import QA_PATH; print(QA_PATH)')
+    "$AGENTRAG" data prepare --input "$qa" --name mini --split train --format "$FORMAT" --out "$LOCAL_WORK/data" >/dev/null
+    "$AGENTRAG" data prepare --input "$qa" --name mini --split test --max-per-source 8 --format "$FORMAT" \
+      --out "$LOCAL_WORK/data" >/dev/null
+  fi
   trap _cleanup EXIT
-  "$PYTHON" -m retriever_server serve --index "$LOCAL_WORK/index" --port "$LOCAL_RETRIEVER_PORT" --num-threads 1 \
-    >"$LOCAL_WORK/retriever.log" 2>&1 &
-  _BG_PIDS+=($!)
-  "$PYTHON" -m agentrag_verl.standin --port "$LOCAL_JUDGE_PORT" --model "$JUDGE_MODEL" \
-    >"$LOCAL_WORK/standin_judge.log" 2>&1 &
-  _BG_PIDS+=($!)
-  _wait_http "${RETRIEVER_ROOT}/health" 120
+  if [[ -z "${LOCAL_RETRIEVER_URL:-}" ]]; then
+    "$PYTHON" -c 'import sys; from agentrag_verl.data.corpus import load_corpus, write_corpus
+write_corpus(load_corpus(), sys.argv[1])' "$LOCAL_WORK/corpus.jsonl"
+    minilm=$("$PYTHON" -c 'from agentrag_verl.demo.models import minilm_path; print(minilm_path())')
+    "$PYTHON" -m retriever_server build --corpus "$LOCAL_WORK/corpus.jsonl" --model "$minilm" --retriever-name mean \
+      --out "$LOCAL_WORK/index" --no-progress >"$LOCAL_WORK/index_build.log" 2>&1 \
+      || _die "index build failed: $LOCAL_WORK/index_build.log"
+    "$PYTHON" -m retriever_server serve --index "$LOCAL_WORK/index" --port "$LOCAL_RETRIEVER_PORT" --num-threads 1 \
+      >"$LOCAL_WORK/retriever.log" 2>&1 &
+    _BG_PIDS+=($!)
+    _wait_http "${RETRIEVER_ROOT}/health" 120
+  fi
+  if [[ -z "${LOCAL_JUDGE_URL:-}" ]]; then
+    "$PYTHON" -m agentrag_verl.standin --port "$LOCAL_JUDGE_PORT" --model "$JUDGE_MODEL" \
+      >"$LOCAL_WORK/standin_judge.log" 2>&1 &
+    _BG_PIDS+=($!)
+  fi
   _wait_http "${JUDGE_URL}/models" 60
   if declare -F local_prepare >/dev/null; then
     local_prepare
@@ -187,6 +210,7 @@ run_recipe() {
       --reward-module "pkg://agentrag_verl.methods.$REWARD_METHOD.manager" --reward-name "$REWARD_CLASS"
       --train-files "$TRAIN_FILES" --val-files "$VAL_FILES"
       --steps "$LOCAL_STEPS" --response-length "${LOCAL_RESPONSE_LENGTH:-128}"
+      --batch-size "$LOCAL_BATCH_SIZE" --rollout-n "$LOCAL_ROLLOUT_N" ${LOCAL_MODEL:+--model "$LOCAL_MODEL"}
       -- "trainer_mode=$TRAINER_MODE" "${COMMON_OVERRIDES[@]}" "${LOCAL_BASE_OVERRIDES[@]}" "${LOCAL_OVERRIDES[@]}" "$@")
   else
     cmd=("$PYTHON" -m verl.trainer.main_ppo "--config-path=$config_path" "--config-name=$CONFIG_NAME"
@@ -236,7 +260,6 @@ LOCAL_BASE_OVERRIDES=(
 # (the recipes set critic.model.path: ${actor_rollout_ref.model.path}), i.e. the tiny model.
 local_critic_overrides() {
   LOCAL_OVERRIDES+=(
-    algorithm.adv_estimator=gae
     critic.strategy=fsdp2
     critic.model.use_remove_padding=false
     critic.model.enable_gradient_checkpointing=false

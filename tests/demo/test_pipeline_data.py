@@ -86,10 +86,10 @@ def test_grpo_stage_skips_main_ppo_validation_when_the_limit_is_zero(tmp_path):
     from agentrag_verl.demo.pipeline import grpo_overrides, training_parquets
 
     s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, train_limit=2, grpo_val_limit=0)
-    assert "trainer.test_freq=-1" in grpo_overrides(s, "http://r", "http://j")
+    assert "trainer.test_freq=-1" in grpo_overrides(s)
     assert len(pd.read_parquet(training_parquets(s)[1])) == 1
     s.grpo_val_limit = 4
-    assert not any(o.startswith("trainer.test_freq") for o in grpo_overrides(s, "http://r", "http://j"))
+    assert not any(o.startswith("trainer.test_freq") for o in grpo_overrides(s))
     assert len(pd.read_parquet(training_parquets(s)[1])) == 3  # one per test set
 
 
@@ -98,11 +98,11 @@ def test_grpo_reanswers_are_greedy_by_default(tmp_path):
     greedy eval) unless the settings say otherwise; None hands the rollout's temperature back to the agent loop."""
     from agentrag_verl.demo.pipeline import grpo_overrides
 
-    key = "+actor_rollout_ref.rollout.custom.agentrag.aux_temperature="
+    key = "++actor_rollout_ref.rollout.custom.agentrag.aux_temperature="
     s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR)
-    assert key + "0.0" in grpo_overrides(s, "http://r", "http://j")
+    assert key + "0.0" in grpo_overrides(s)
     s.grpo_reanswer_temperature = None
-    assert key + "null" in grpo_overrides(s, "http://r", "http://j")
+    assert key + "null" in grpo_overrides(s)
 
 
 def test_grpo_actor_micro_batches_hold_at_most_four_trajectories(tmp_path):
@@ -111,8 +111,8 @@ def test_grpo_actor_micro_batches_hold_at_most_four_trajectories(tmp_path):
     from agentrag_verl.demo.pipeline import grpo_overrides
 
     def micro(**kw):
-        overrides = grpo_overrides(PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, **kw), "r", "j")
+        overrides = grpo_overrides(PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, **kw))
         return [o.split("=")[1] for o in overrides if "micro_batch_size_per_gpu" in o]
 
-    assert micro(grpo_batch_size=6, grpo_rollout_n=4) == ["4", "4"]
-    assert micro(grpo_batch_size=1, grpo_rollout_n=2) == ["2", "2"]
+    assert micro(grpo_batch_size=6, grpo_rollout_n=4) == ["4", "4", "4"]
+    assert micro(grpo_batch_size=1, grpo_rollout_n=2) == ["2", "2", "2"]

@@ -4,6 +4,7 @@ by the project's judge client."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import astuple
 
 import pytest
 
@@ -58,6 +59,15 @@ def test_judge_client_against_the_stand_in():
     assert under.ok and under.value is True
 
 
+RIGHT_P1 = (
+    "<reasoning>Find the builder.</reasoning>\n<tool_call>who built the Velda bridge</tool_call>\n<tool_response>\n"
+    "The Velda bridge was built by Jory Pendle.\n</tool_response>\n<reasoning>Check again.</reasoning>\n<tool_call>"
+    "who built the Velda bridge</tool_call>\n<tool_response>\nJory Pendle, mason.\n</tool_response>\n"
+    "<answer>Jory Pendle</answer>"
+)
+WRONG_P1 = "<reasoning>I know it.</reasoning>\n<answer>Fenwick</answer>"
+
+
 def test_each_methods_rules_answer_its_own_prompts_and_an_unknown_prompt_is_refused():
     from agentrag_verl.judges.client import JudgeRequest
     from agentrag_verl.methods.searchp1 import judge as searchp1
@@ -74,7 +84,10 @@ def test_each_methods_rules_answer_its_own_prompts_and_an_unknown_prompt_is_refu
                 await client.check()  # GET /models lists the model it was started with
                 return await client.judge_many(
                     [
-                        searchp1.evaluation_request("Who built it?", ["Jory Pendle"], "Search once.", ["q"], "t"),
+                        searchp1.evaluation_request("Who built it?", ["Jory Pendle"], "Search once.",
+                                                    ["who built the Velda bridge"], RIGHT_P1),
+                        searchp1.evaluation_request("Who built it?", ["Jory Pendle"], "Search once.",
+                                                    ["who built the Velda bridge"], WRONG_P1),
                         searchp1.planner_request("Who built the bridge?", ["Jory Pendle"]),
                         JudgeRequest([{"role": "user", "content": "Tell me a joke."}], str),
                     ]
@@ -82,7 +95,10 @@ def test_each_methods_rules_answer_its_own_prompts_and_an_unknown_prompt_is_refu
             finally:
                 await client.aclose()
 
-    evaluation, plan, unknown = asyncio.run(run())
-    assert evaluation.ok and evaluation.value.planner_score == 0.6 and evaluation.value.outcome_accuracy_score == 0.5
+    right, wrong, plan, unknown = asyncio.run(run())
+    # the evaluator's sheet follows the trajectory (a constant one would pay every trajectory the same path credit)
+    assert right.ok and wrong.ok
+    assert astuple(right.value) == (1.2, 2, 1, 1, 1.0, 1.0)  # right, grounded, reference covered; a repeated query
+    assert astuple(wrong.value) == (0.2, 0, 0, 0, 0.0, 0.0)  # no search, wrong answer
     assert plan.ok and plan.value.reasoning_path == ("Who built the bridge?",) and "Jory Pendle" in plan.value.planner
     assert not unknown.ok and "unknown judge prompt" in (unknown.error or "")

@@ -312,6 +312,39 @@ def test_a_dry_run_creates_nothing(tmp_path):
     assert done.returncode == 0 and not (REPO / "outputs" / "local" / "hiprag_ppo").exists()
 
 
+def test_a_local_run_on_real_data_takes_a_model_data_and_running_services(tmp_path):
+    """The local profile's knobs for a real run (benchmarks/learning.py): a warm-started model, prepared data,
+    services already running (nothing started for them), the step's sizes; bad values refused before anything."""
+    import shlex
+
+    model, data = tmp_path / "model", tmp_path / "data"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    data.mkdir()
+    for name in ("train.parquet", "test.parquet"):
+        (data / name).write_bytes(b"")
+    knobs = dict(PROFILE="local", LOCAL_MODEL=str(model), LOCAL_DATA_DIR=str(data), LOCAL_BATCH_SIZE="6",
+                 LOCAL_ROLLOUT_N="4", LOCAL_RETRIEVER_URL="http://127.0.0.1:9/retrieve",
+                 LOCAL_JUDGE_URL="http://127.0.0.1:7/v1")  # fmt: skip
+    done = _script("multistage/run_dapo.sh", DRY_RUN="1", **knobs)
+    assert done.returncode == 0, done.stderr
+    cmd = shlex.split(done.stdout)
+    flags = dict(zip(cmd[2:cmd.index("--")], cmd[3:cmd.index("--")]))
+    assert flags["--model"] == str(model) and flags["--batch-size"] == "6" and flags["--rollout-n"] == "4"
+    assert flags["--train-files"] == str(data / "train.parquet") and flags["--val-files"] == str(data / "test.parquet")
+    assert "actor_rollout_ref.rollout.custom.agentrag.retriever_url=http://127.0.0.1:9/retrieve" in cmd
+    assert "reward.reward_kwargs.judge.base_url=http://127.0.0.1:7/v1" in cmd
+    # the query-diversity embeddings come from the same retriever's /encode
+    assert "reward.reward_kwargs.embedding.url=http://127.0.0.1:9" in cmd
+    for bad, message in (
+        ({"LOCAL_MODEL": str(tmp_path)}, "is not a Hugging Face model folder"),
+        ({"LOCAL_DATA_DIR": str(tmp_path)}, "must hold train.parquet and test.parquet"),
+        ({"LOCAL_BATCH_SIZE": "0"}, "LOCAL_BATCH_SIZE='0'"),
+    ):
+        refused = _script("multistage/run_dapo.sh", DRY_RUN="1", **{**knobs, **bad})
+        assert refused.returncode == 2 and message in refused.stderr and not refused.stdout
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [

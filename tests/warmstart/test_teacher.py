@@ -23,10 +23,10 @@ def prompt(question: str, fmt: str = "hiprag") -> str:
 def play(fmt: str, question: str, observations: list[str]) -> str:
     """The whole response the teacher writes when the environment answers each search with the next observation."""
     t, spec = teacher(fmt), get_format(fmt).action_spec
-    response = ""
+    response = spec.response_prefix or ""  # written by the environment, as the agent loop does
     for obs in [*observations, None]:
         response += t(prompt(question, fmt) + response)
-        if obs is None or not response.endswith("</search>"):
+        if obs is None or not response.endswith(spec.search_tags[1]):
             break
         response += spec.observation_template.replace("{docs}", obs)
     return response
@@ -68,6 +68,44 @@ def test_search_r1_layout(fmt):
     assert parsed.queries == ["How long is the river Velda?"] and parsed.answer == "212 kilometres"
 
 
+MULTI_HOP = ["Caldra ... Its capital is Mérida-Lune.", "Mérida-Lune ... Halvern University."]
+
+
+def test_multistage_layout_is_eq6s_structure_with_retrieval_and_without():
+    """§3.3 (Eq. 6): ``<think> (<search> <information> <reflect>)+ <answer>`` and ``<think> <reflect> <answer>``."""
+    fmt = get_format("multistage")
+    response = play("multistage", ROW["m0"]["question"], MULTI_HOP)
+    assert fmt.check_format(response) is True
+    parsed = fmt.parse(response)
+    assert parsed.queries == ["What is the capital of Caldra?", "Which university is in Mérida-Lune?"]
+    assert [s.reflect for s in parsed.steps] == [
+        "The capital of Caldra is Mérida-Lune. Now I need to find the next fact.",
+        "Mérida-Lune is home to Halvern University.",
+    ]
+    assert parsed.answer == "Halvern University"
+    direct = play("multistage", ROW["c0"]["question"], [])
+    assert fmt.check_format(direct) is True and fmt.parse(direct).num_searches == 0
+    assert fmt.parse(direct).answer == "Rome"
+
+
+def test_searchp1_layout_is_algorithm_3s_full_format():
+    """Algorithm 2's environment opens the first ``<reasoning>``; the teacher's searching trajectories are FULL
+    (ValidFormat, an answer, a tool call); its direct answers are well-formed but earn no format credit (no tool
+    call), as Algorithm 3 reads."""
+    from agentrag_verl.methods.searchp1.grammar import FormatLevel
+
+    fmt = get_format("searchp1")
+    response = play("searchp1", ROW["m0"]["question"], MULTI_HOP)
+    assert response.startswith("<reasoning>I do not know this")
+    assert fmt.check_format(response) is FormatLevel.FULL
+    parsed = fmt.parse(response)
+    assert parsed.queries == ["What is the capital of Caldra?", "Which university is in Mérida-Lune?"]
+    assert parsed.answer == "Halvern University"
+    direct = play("searchp1", ROW["c0"]["question"], [])
+    assert fmt.is_valid(direct) and fmt.parse(direct).answer == "Rome"
+    assert fmt.check_format(direct) is FormatLevel.INVALID
+
+
 def test_a_question_that_starts_with_another_is_matched_as_itself():
     short = {"question": "What is the capital?", "golden_answers": ["X"], "metadata": {"fact": "It is X."}}
     long_ = {"question": "What is the capital? Of Caldra.", "golden_answers": ["Y"], "metadata": {"fact": "It is Y."}}
@@ -78,6 +116,6 @@ def test_a_question_that_starts_with_another_is_matched_as_itself():
 
 def test_unknown_format_and_planless_rows_are_refused():
     with pytest.raises(ValueError, match="teacher model"):
-        ScriptedTeacher("multistage", [])
+        ScriptedTeacher("reasonrag", [])  # a staged workflow: the documents are in the grounding prompt
     with pytest.raises(ValueError, match="metadata.hops"):
         plan_from_row("Q?", ["a"], {"type": "single-hop"})

@@ -6,6 +6,7 @@ stand-in judge rule; see :mod:`agentrag_verl.methods` for what each file holds.
 """
 
 from agentrag_verl.methods.multistage.grammar import FORMAT
+from agentrag_verl.methods.multistage.teacher import TEMPLATES
 from agentrag_verl.registry import Method, register_method
 
 
@@ -33,5 +34,6 @@ METHOD = register_method(
         eval_reward_kwargs=_eval_reward_kwargs,
         answer_judge="agentrag_verl.methods.multistage.judge:correctness_request",
         standin="agentrag_verl.methods.multistage.standin:reply",
+        teacher=TEMPLATES,
     )
 )

@@ -6,6 +6,7 @@ Declares the ``searchp1`` method (:class:`agentrag_verl.registry.Method`): its g
 """
 
 from agentrag_verl.methods.searchp1.grammar import FORMAT
+from agentrag_verl.methods.searchp1.teacher import TEMPLATES
 from agentrag_verl.registry import Method, register_method
 
 
@@ -27,6 +28,7 @@ METHOD = register_method(
         eval_reward_kwargs=_eval_reward_kwargs,
         reward_needs_judge=True,
         standin="agentrag_verl.methods.searchp1.standin:reply",
+        teacher=TEMPLATES,
         commands=("agentrag_verl.methods.searchp1.planners.cli",),
     )
 )

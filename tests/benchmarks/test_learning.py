@@ -1,0 +1,91 @@
+"""benchmarks/learning.py and learning_matrix.py without a run: the paired reward statistic, every design's recipe
+and the matrix row of a summary."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load(name: str):
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_paired_rise_cancels_what_the_questions_contribute():
+    """The same questions in both blocks: how easy each question is leaves the paired difference and its SE
+    untouched; over steps it is noise."""
+    learning = load("learning")
+    first = [{"easy": [0.9, 0.9], "hard": [0.1, 0.1]}, {"mid": [0.5, 0.5]}]
+    last = [{"easy": [1.0, 1.0], "hard": [0.2, 0.2]}, {"mid": [0.6, 0.6]}]
+    paired = learning.paired_rise(first, last)
+    assert paired["questions"] == 3 and math.isclose(paired["diff"], 0.1) and paired["se"] < 1e-9
+    assert paired["pass"]
+    # a step of easy questions beside a step of hard ones: the SE over steps is large for the same rise
+    _, se_first = learning.mean_se([0.9, 0.1])
+    assert se_first == pytest.approx(0.4)
+    assert learning.paired_rise([{"a": [1.0]}], [{"b": [1.0]}]) is None  # no shared questions
+
+
+def test_every_design_runs_an_existing_recipe_script():
+    learning = load("learning")
+    assert sorted(learning.DESIGNS) == ["autosearch", "hiprag", "multistage", "searchp1", "searchr1"]
+    for design, algos in learning.DESIGNS.items():
+        for algo, spec in algos.items():
+            script = BENCHMARKS.parent / spec["script"]
+            assert script.is_file() and design in script.parts, (design, algo)
+    # the papers' algorithms come first (the default): AutoSearch PPO-GAE, multi-stage DAPO
+    assert next(iter(learning.DESIGNS["autosearch"])) == "ppo" and next(iter(learning.DESIGNS["multistage"])) == "dapo"
+
+
+def test_matrix_row():
+    matrix = load("learning_matrix")
+    summary = {
+        "design": "hiprag", "algo": "grpo", "command": "python benchmarks/learning.py --design hiprag",
+        "warm": {"cem": [0.67, 0.093], "depth_corpus": [1.01, 0.03], "depth_common": [1.03, 0.07]},
+        "after": {"cem": [0.711, 0.09], "depth_corpus": [1.0, 0.0], "depth_common": [0.5, 0.1]},
+        "checks": {"reward_rises": {"first5": [0.36, 0.05], "last5": [0.58, 0.05], "diff": 0.22, "se": 0.1,
+                                    "pass": True},
+                   "cem_holds": {"pass": True}, "logprobs_agree": {"pass": False}},
+        "walls": {"total": 3300.0},
+    }  # fmt: skip
+    cells = matrix.row(summary)
+    assert cells[:4] == ["hiprag (grpo)", "67.0 ±9.3", "71.1 ±9.0", "0.360 -> 0.580 (+2.20 SE)"]
+    assert cells[5] == "1.03 ±0.07 -> 0.50 ±0.10" and cells[6] == "FAIL: logprobs_agree" and cells[7] == "55 min"
+
+
+@pytest.mark.parametrize("design", ["multistage", "searchp1"])
+def test_learning_stage_settings_follow_the_design(design, tmp_path, monkeypatch):
+    """A design other than the demo's gets its own format, prompt and folder, and its recipe's knobs."""
+    from agentrag_verl.demo.pipeline import PipelineSettings, grpo_overrides, recipe_script
+
+    learning = load("learning")
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--design", design, "--steps", "20"])
+    captured = {}
+
+    def stop(settings):
+        captured["s"] = settings
+        raise SystemExit(0)
+
+    monkeypatch.setattr("agentrag_verl.demo.pipeline.start_services", lambda s, stack: stop(s))
+    with pytest.raises(SystemExit):
+        learning.main()
+    s: PipelineSettings = captured["s"]
+    assert s.format == design and s.prompt_name is None and s.work_dir.parts[-2:] == ("learning", design)
+    assert recipe_script(s).parent.name == design
+    if design == "multistage":
+        assert s.recipe_env == {"STAGE": "switch", "STAGE_SWITCH_STEP": "10"}
+        assert "algorithm.filter_groups.enable=true" in grpo_overrides(s)
+    assert "data.shuffle=false" in grpo_overrides(s) and s.grpo_kl_coef == 0.0
