@@ -53,9 +53,10 @@ __all__ = [
 ]
 
 MAIN_PPO_LOCK = "/tmp/agentrag_main_ppo.lock"
-PLACEMENT_ERRORS_KEY = "step_placement_errors"  # rewards.managers.step_rewards (which imports Ray) names it
-RECIPE_KNOBS = ("PROFILE", "LOCAL_WORK", "LOCAL_MODEL", "LOCAL_DATA_DIR", "LOCAL_RETRIEVER_URL", "LOCAL_JUDGE_URL",
-                "LOCAL_STEPS", "LOCAL_BATCH_SIZE", "LOCAL_ROLLOUT_N", "LOCAL_RESPONSE_LENGTH", "TRAINER_MODE")  # fmt: skip
+RECIPE_KNOBS = (
+    "PROFILE", "LOCAL_WORK", "LOCAL_MODEL", "LOCAL_DATA_DIR", "LOCAL_RETRIEVER_URL", "LOCAL_JUDGE_URL", "LOCAL_STEPS",
+    "LOCAL_BATCH_SIZE", "LOCAL_ROLLOUT_N", "LOCAL_RESPONSE_LENGTH", "TRAINER_MODE",
+)  # fmt: skip
 """The knobs the RL stage sets for the recipe's run script (recorded in ``<stage>/command.json``)."""
 SERVED_NAME = "policy"
 CORPUS_SETS = ("single_hop", "multi_hop")
@@ -510,9 +511,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
     Returns:
         ``[{"step", "trajectories", "searched_common": [searched, n], "searched_corpus": [searched, n],
         "right_common": [right & searched, right & not searched], "over_search_common": k,
-        "rewards_by_question": {question: [score of each of its trajectories]}, "placement_errors": k}, ...]``
-        (``placement_errors``: trajectories whose per-step reward placement failed, None where the reward places
-        none: :data:`~agentrag_verl.rewards.managers.step_rewards.PLACEMENT_ERRORS_KEY`).
+        "rewards_by_question": {question: [score of each of its trajectories]}}, ...]``.
     """
     from agentrag_verl.formats import get_format
 
@@ -528,7 +527,6 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
         counts = {"common": [0, 0], "corpus": [0, 0]}
         searches = {"common": 0, "corpus": 0}
         by_question: dict[str, list[float]] = {}
-        placement_errors = None
         right_common, over_search_common = [0, 0], 0
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         for r in records:
@@ -536,8 +534,6 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
             if ds is None:
                 continue
             by_question.setdefault(q, []).append(float(r["score"]))
-            if PLACEMENT_ERRORS_KEY in r:
-                placement_errors = (placement_errors or 0) + int(float(r[PLACEMENT_ERRORS_KEY] or 0) > 0)
             searched = search_open in r["output"]
             kind = "common" if ds == "common" else "corpus"
             searches[kind] += r["output"].count(search_open)
@@ -554,12 +550,12 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
                 "trajectories": len(records),
                 "searched_common": counts["common"],
                 "searched_corpus": counts["corpus"],
-                "searches_per_question": {k: round(v / counts[k][1], 3) if counts[k][1] else None
-                                          for k, v in searches.items()},  # fmt: skip
+                "searches_per_question": {
+                    k: round(v / counts[k][1], 3) if counts[k][1] else None for k, v in searches.items()
+                },  # fmt: skip
                 "right_common": right_common if read_score else None,
                 "over_search_common": over_search_common if read_score else None,
                 "rewards_by_question": by_question,
-                "placement_errors": placement_errors,
             }
         )
     return out
@@ -684,7 +680,8 @@ def grpo_stage(
     cmd = ["bash", str(script), *grpo_overrides(settings), f"+trainer.rollout_data_dir={rollouts_dir(settings, name)}"]
     work.mkdir(parents=True, exist_ok=True)
     log = work / "recipe.log"
-    (work / "command.json").write_text(json.dumps({"env": {k: env[k] for k in [*RECIPE_KNOBS, *settings.recipe_env]}, "cmd": cmd}, indent=1))
+    knobs = {k: env[k] for k in [*RECIPE_KNOBS, *settings.recipe_env]}
+    (work / "command.json").write_text(json.dumps({"env": knobs, "cmd": cmd}, indent=1))
     with open(MAIN_PPO_LOCK, "a") as lock, open(log, "w") as out:
         fcntl.flock(lock, fcntl.LOCK_EX)
         result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)

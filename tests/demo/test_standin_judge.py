@@ -84,10 +84,12 @@ def test_each_methods_rules_answer_its_own_prompts_and_an_unknown_prompt_is_refu
                 await client.check()  # GET /models lists the model it was started with
                 return await client.judge_many(
                     [
-                        searchp1.evaluation_request("Who built it?", ["Jory Pendle"], "Search once.",
-                                                    ["who built the Velda bridge"], RIGHT_P1),
-                        searchp1.evaluation_request("Who built it?", ["Jory Pendle"], "Search once.",
-                                                    ["who built the Velda bridge"], WRONG_P1),
+                        searchp1.evaluation_request(
+                            "Who built it?", ["Jory Pendle"], "Search once.", ["who built the Velda bridge"], RIGHT_P1
+                        ),
+                        searchp1.evaluation_request(
+                            "Who built it?", ["Jory Pendle"], "Search once.", ["who built the Velda bridge"], WRONG_P1
+                        ),
                         searchp1.planner_request("Who built the bridge?", ["Jory Pendle"]),
                         JudgeRequest([{"role": "user", "content": "Tell me a joke."}], str),
                     ]

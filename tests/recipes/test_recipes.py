@@ -329,7 +329,7 @@ def test_a_local_run_on_real_data_takes_a_model_data_and_running_services(tmp_pa
     done = _script("multistage/run_dapo.sh", DRY_RUN="1", **knobs)
     assert done.returncode == 0, done.stderr
     cmd = shlex.split(done.stdout)
-    flags = dict(zip(cmd[2:cmd.index("--")], cmd[3:cmd.index("--")]))
+    flags = dict(zip(cmd[2 : cmd.index("--")], cmd[3 : cmd.index("--")], strict=False))
     assert flags["--model"] == str(model) and flags["--batch-size"] == "6" and flags["--rollout-n"] == "4"
     assert flags["--train-files"] == str(data / "train.parquet") and flags["--val-files"] == str(data / "test.parquet")
     assert "actor_rollout_ref.rollout.custom.agentrag.retriever_url=http://127.0.0.1:9/retrieve" in cmd
