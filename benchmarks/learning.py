@@ -12,11 +12,12 @@ cores), the learning rate (``--lr``; 0 keeps the recipe's), no KL loss (``--kl-c
 forward pass costs 35-65 s of a 2-core step), clip-higher 0.28, rollout log-probs as PPO's old log-probs, the
 observation cap and response budget of the warm start, and the method's reward options for the stand-in judge.
 
-The training reward is measured on a fixed question set (``--passes``, default 4): the RL stage goes over the same
-30 training questions (10 per set, none of them demonstrated) once per 5 steps, each pass in its own order. The
-first and the last 5 steps then answer the same questions, so which questions a step drew no longer moves the
-comparison; the standard error of the difference is taken over questions (paired), and the one over steps is
-printed beside it.
+The training reward is measured on a fixed question set (``--fixed-set``, the default): the RL stage goes over the
+same 30 training questions (10 per set, none of them demonstrated) in passes, each in its own order: with 6
+prompts per step (GRPO, groups of 4) a pass is 5 steps; with 30 (PPO, one response per prompt, as its recipes) a
+pass is one step. The first and the last 5 steps then answer the same questions, so which questions a step drew no
+longer moves the comparison; the standard error of the difference is taken over questions (paired), and the one
+over steps is printed beside it.
 
 Prints, per step: the training reward, for PPO the critic's value loss and explained variance, searches per
 question on common-knowledge and on corpus questions (from verl's dump of every trajectory), and the wall time; the
@@ -149,13 +150,15 @@ def main() -> int:
     p.add_argument("--design", choices=sorted(DESIGNS), default="hiprag")
     p.add_argument("--algo", help="The design's algorithm (its recipe's run script; default the paper's first).")
     p.add_argument("--steps", type=int, default=20, help="RL steps (at least 10 for the 5-vs-5 check).")
-    p.add_argument("--batch-size", type=int, default=6, help="Prompts per step (with n=4: 24 trajectories).")
-    p.add_argument("--rollout-n", type=int, default=4, help="Group size (the recipes' 5-32, shrunk for 2 cores).")
     p.add_argument(
-        "--passes",
-        type=int,
-        default=4,
-        help="Passes over a fixed question set (module docstring); 0: draw batches from all training questions.",
+        "--batch-size", type=int, help="Prompts per step (default 6 with groups of 4; PPO: 30 with one response each)."
+    )
+    p.add_argument("--rollout-n", type=int, help="Responses per prompt (default 4, the recipes' 5-32 shrunk; PPO: 1).")
+    p.add_argument(
+        "--fixed-set",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Train on a fixed question set in passes (module docstring); --no-fixed-set draws from all questions.",
     )
     p.add_argument(
         "--lr",
@@ -180,12 +183,16 @@ def main() -> int:
     if s.recipe_env.get("STAGE") == "switch":
         s.recipe_env["STAGE_SWITCH_STEP"] = str(max(1, args.steps // 2))
     s.extra_train_overrides = list(design.get("overrides", []))
-    s.grpo_steps, s.grpo_batch_size, s.grpo_rollout_n = args.steps, args.batch_size, args.rollout_n
-    s.grpo_passes = args.passes
+    ppo = algo == "ppo"
+    s.grpo_steps = args.steps
+    s.grpo_batch_size = args.batch_size or (30 if ppo else 6)
+    s.grpo_rollout_n = args.rollout_n or (1 if ppo else 4)
+    pass_size = 3 * s.grpo_questions_per_set
+    s.grpo_passes = math.ceil(args.steps * s.grpo_batch_size / pass_size) if args.fixed_set else 0
     s.grpo_lr = args.lr or None
     s.grpo_kl_coef = None if args.kl_coef < 0 else args.kl_coef
-    if args.passes and (3 * s.grpo_questions_per_set) % args.batch_size:
-        p.error(f"--batch-size must divide the {3 * s.grpo_questions_per_set} questions of a pass")
+    if args.fixed_set and pass_size % s.grpo_batch_size:
+        p.error(f"--batch-size must divide the {pass_size} questions of a pass (or --no-fixed-set)")
     run = f"{args.design}_{algo}"
     walls: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -248,7 +255,7 @@ def main() -> int:
             [searches[k]["rewards_by_question"] for k in steps[-5:]],
         )
         rise = {"first5": first, "last5": last, "diff": diff, "se_over_steps": se, "pass_over_steps": diff > 2 * se}
-        if args.passes and paired:
+        if args.fixed_set and paired:
             rise.update(se=paired["se"], paired=paired, pass_=paired["pass"])
         else:
             rise.update(se=se, pass_=diff > 2 * se)

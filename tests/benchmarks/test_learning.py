@@ -66,13 +66,17 @@ def test_matrix_row():
     assert cells[5] == "1.03 ±0.07 -> 0.50 ±0.10" and cells[6] == "FAIL: logprobs_agree" and cells[7] == "55 min"
 
 
-@pytest.mark.parametrize("design", ["multistage", "searchp1"])
-def test_learning_stage_settings_follow_the_design(design, tmp_path, monkeypatch):
-    """A design other than the demo's gets its own format, prompt and folder, and its recipe's knobs."""
+@pytest.mark.parametrize(
+    ("design", "algo", "sizes"),
+    [("multistage", "dapo", (6, 4, 4)), ("searchp1", "grpo", (6, 4, 4)), ("searchr1", "ppo", (30, 1, 20))],
+)
+def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path, monkeypatch):
+    """A design other than the demo's gets its own format, prompt and folder, and its recipe's knobs; PPO keeps its
+    recipes' one response per prompt, with a whole pass over the fixed question set per step."""
     from agentrag_verl.demo.pipeline import PipelineSettings, grpo_overrides, recipe_script
 
     learning = load("learning")
-    monkeypatch.setattr(sys, "argv", ["learning.py", "--design", design, "--steps", "20"])
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--design", design, "--algo", algo, "--steps", "20"])
     captured = {}
 
     def stop(settings):
@@ -84,7 +88,8 @@ def test_learning_stage_settings_follow_the_design(design, tmp_path, monkeypatch
         learning.main()
     s: PipelineSettings = captured["s"]
     assert s.format == design and s.prompt_name is None and s.work_dir.parts[-2:] == ("learning", design)
-    assert recipe_script(s).parent.name == design
+    assert recipe_script(s).parent.name == design and recipe_script(s).name == f"run_{algo}.sh"
+    assert (s.grpo_batch_size, s.grpo_rollout_n, s.grpo_passes) == sizes
     if design == "multistage":
         assert s.recipe_env == {"STAGE": "switch", "STAGE_SWITCH_STEP": "10"}
         assert "algorithm.filter_groups.enable=true" in grpo_overrides(s)
