@@ -110,7 +110,8 @@ class Method:
     """``"module:function"``: ``(prediction, golds) -> JudgeRequest``, a YES/NO answer-correctness judge the
     evaluation may use for its judge accuracy (the first method that declares one)."""
     teacher: Any = None
-    """Its :class:`agentrag_verl.warmstart.teacher.TeacherTemplates` (the scripted stand-in teacher)."""
+    """Its script for the scripted stand-in teacher (a :class:`agentrag_verl.warmstart.teacher.TeacherScript`: the
+    :class:`~agentrag_verl.warmstart.teacher.TeacherTemplates` of a tag format, or the method's own)."""
     standin: str | None = None
     """``"module:function"``: ``(system, user) -> reply or None``, its rules in the stand-in judge server
     (:mod:`agentrag_verl.standin`); None = it asks no judge."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agentrag_verl.metrics import normalize_answer
 
@@ -32,6 +32,7 @@ __all__ = [
     "TeacherPlan",
     "Hop",
     "ScriptedTeacher",
+    "TeacherScript",
     "TeacherTemplates",
     "teacher_templates",
     "plan_from_row",
@@ -93,10 +94,18 @@ def plan_from_row(question: str, golden_answers: Sequence[str], metadata: Mappin
     return TeacherPlan(question=question, answer=str(golden_answers[0]), hops=hops, fact=fact)
 
 
+class TeacherScript(Protocol):
+    """What a method declares as its teacher (:attr:`agentrag_verl.registry.Method.teacher`): the next model text
+    of a plan, given what the model sees after the question (the trajectory so far, or a stage's prompt)."""
+
+    def respond(self, plan: TeacherPlan, seen: str) -> str: ...
+
+
 @dataclass(frozen=True)
 class TeacherTemplates:
-    """Model-written text of one format, declared by its method (:attr:`agentrag_verl.registry.Method.teacher`);
-    ``{query}``, ``{fact}`` and ``{answer}`` slots are filled by the teacher."""
+    """Model-written text of one tag format (a :class:`TeacherScript`), declared by its method
+    (:attr:`agentrag_verl.registry.Method.teacher`); ``{query}``, ``{fact}`` and ``{answer}`` slots are filled by
+    the teacher. After a search the model reads the passages the environment wrote into the trajectory."""
 
     observation_open: str
     """The tag that opens the environment's observation (the teacher reads the passages after it)."""
@@ -112,6 +121,30 @@ class TeacherTemplates:
     direct: str
     """A common-knowledge question: answer without searching (``{fact}``, ``{answer}``)."""
 
+    def observations(self, trajectory: str) -> list[str]:
+        """The observation contents (retrieved passages) in the trajectory so far."""
+        out, start = [], 0
+        while (i := trajectory.find(self.observation_open, start)) >= 0:
+            j = trajectory.find(self.observation_close, i)
+            end = len(trajectory) if j < 0 else j
+            out.append(trajectory[i + len(self.observation_open) : end])
+            start = end + 1
+        return out
+
+    def respond(self, plan: TeacherPlan, seen: str) -> str:
+        """Search hop by hop; conclude a hop only when the last passages hold its answer, else give up."""
+        if not plan.needs_search:
+            return self.direct.format(fact=plan.fact, answer=plan.answer)
+        passages = self.observations(seen)
+        if not passages:
+            return self.first_search.format(query=plan.hops[0].query)
+        hop = plan.hops[min(len(passages), len(plan.hops)) - 1]
+        if normalize_answer(hop.answer) not in normalize_answer(passages[-1]):
+            return self.give_up
+        if len(passages) < len(plan.hops):
+            return self.next_search.format(fact=hop.fact, query=plan.hops[len(passages)].query)
+        return self.final.format(fact=hop.fact, answer=plan.answer)
+
 
 REASON_FIRST = "I do not know this, so I will search for it."
 REASON_NEXT = "Now I need to find the next fact."
@@ -119,8 +152,8 @@ REASON_DIRECT = "This is common knowledge, so I can answer without searching."
 NOT_FOUND = "The search results do not answer this."
 
 
-def teacher_templates(format_name: str) -> TeacherTemplates:
-    """The templates the method of ``format_name`` declares.
+def teacher_templates(format_name: str) -> TeacherScript:
+    """The teacher script (templates) the method of ``format_name`` declares.
 
     Raises:
         ValueError: No such method, or it declares none (the message lists those that do).
@@ -166,28 +199,6 @@ class ScriptedTeacher:
         i, _, q = best
         return self.plans[q], prompt_text[i + len(q) :]
 
-    def observations(self, trajectory: str) -> list[str]:
-        """The observation contents (retrieved passages) in the trajectory so far."""
-        t = self.templates
-        out, start = [], 0
-        while (i := trajectory.find(t.observation_open, start)) >= 0:
-            j = trajectory.find(t.observation_close, i)
-            end = len(trajectory) if j < 0 else j
-            out.append(trajectory[i + len(t.observation_open) : end])
-            start = end + 1
-        return out
-
     def __call__(self, prompt_text: str, sampling_params: Mapping[str, Any] | None = None) -> str:
-        plan, trajectory = self._locate(prompt_text)
-        t = self.templates
-        if not plan.needs_search:
-            return t.direct.format(fact=plan.fact, answer=plan.answer)
-        seen = self.observations(trajectory)
-        if not seen:
-            return t.first_search.format(query=plan.hops[0].query)
-        hop = plan.hops[min(len(seen), len(plan.hops)) - 1]
-        if normalize_answer(hop.answer) not in normalize_answer(seen[-1]):
-            return t.give_up
-        if len(seen) < len(plan.hops):
-            return t.next_search.format(fact=hop.fact, query=plan.hops[len(seen)].query)
-        return t.final.format(fact=hop.fact, answer=plan.answer)
+        plan, seen = self._locate(prompt_text)
+        return self.templates.respond(plan, seen)

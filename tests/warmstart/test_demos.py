@@ -79,6 +79,27 @@ def test_rejection_sampling_and_stats(tiny_model_dir, retriever_service, train_d
     assert "Doc 1(Title:" in env_text
 
 
+@pytest.mark.parametrize("fmt", ["searchr1", "autosearch", "multistage", "searchp1", "reasonrag"])
+def test_every_design_gets_a_warm_start_through_its_own_loop(fmt, tiny_model_dir, retriever_service, train_dir,
+                                                             tmp_path, tokenizer):  # fmt: skip
+    """The scripted teacher writes each design's layout inside that design's agent loop (ReasonRAG: its staged
+    Reasoning / Grounding chats) against the real retriever; the same questions are kept as in HiPRAG's format."""
+    from agentrag_verl.formats import get_format
+
+    datasets = load_datasets([str(train_dir)], split="train")
+    stats, _ = generate(config(tiny_model_dir, retriever_service, tmp_path, fmt=fmt), datasets, tokenizer)
+    assert (stats["trajectories"], stats["kept"], stats["rejected"]) == (5, 4, {"wrong_answer": 1}), stats
+    assert stats["datasets"]["multi_hop"]["searches_per_kept"] == 2.0
+    assert stats["datasets"]["common"]["searches_per_kept"] == 0.0
+    by_id = {r["id"]: r for r in records(tmp_path / fmt / "demos.jsonl")}
+    text = tokenizer.decode(by_id["m0"]["response_ids"])
+    assert get_format(fmt).is_valid(text) and get_format(fmt).parse(text).answer == "Halvern University"
+    assert get_format(fmt).parse(text).queries == [
+        "What is the capital of Caldra?",
+        "Which university is in Mérida-Lune?",
+    ]
+
+
 def test_demo_tokens_equal_the_rl_rollout(tiny_model_dir, retriever_service, train_dir, tmp_path, tokenizer):
     """The writer's ids and mask for a trajectory are exactly what verl's trainer gets from the same rollout."""
     from verl import DataProto

@@ -114,8 +114,14 @@ def test_a_question_that_starts_with_another_is_matched_as_itself():
     assert "<answer>X</answer>" in t(prompt(short["question"]))
 
 
-def test_unknown_format_and_planless_rows_are_refused():
+def test_unknown_format_and_planless_rows_are_refused(monkeypatch):
+    import dataclasses
+
+    import agentrag_verl.registry as registry
+
+    bare = dataclasses.replace(registry.get_method("multistage"), teacher=None)  # a method that declares no script
+    monkeypatch.setattr(registry, "get_method", lambda name: bare)
     with pytest.raises(ValueError, match="teacher model"):
-        ScriptedTeacher("reasonrag", [])  # a staged workflow: the documents are in the grounding prompt
+        ScriptedTeacher("multistage", [])
     with pytest.raises(ValueError, match="metadata.hops"):
         plan_from_row("Q?", ["a"], {"type": "single-hop"})

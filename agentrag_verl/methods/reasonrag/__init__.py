@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from agentrag_verl._lazy import lazy_exports
 from agentrag_verl.methods.reasonrag.grammar import FORMAT
+from agentrag_verl.methods.reasonrag.teacher import SCRIPT
 from agentrag_verl.registry import Method, register_method
 
 METHOD = register_method(
@@ -42,6 +43,7 @@ METHOD = register_method(
         agent_loop_comment="ReasonRAG: staged Reasoning / Grounding workflow (Alg. 1, Figures 12-13), BGE top-3.",
         paper_metric="em",  # ReasonRAG reports EM and F1
         commands=("agentrag_verl.methods.reasonrag.cli",),
+        teacher=SCRIPT,
     )
 )
 
