@@ -168,6 +168,13 @@ def main() -> int:
         "searching within 2 steps, docs/warmstart.md section 5); 0 keeps the recipe's.",
     )
     p.add_argument("--kl-coef", type=float, default=0.0, help="KL loss coefficient (0: none; negative: the recipe's).")
+    p.add_argument(
+        "--warmup-ratio",
+        type=float,
+        default=0.0,
+        help="Share of the steps with a rising learning rate (default 0; negative: the recipe's, e.g. HiPRAG's 0.285, "
+        "which over 20 steps spends the first 6 ramping up: the run of docs/learning.md rose half as much).",
+    )
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
     args, s = parse_demo_args(p)
     algos = DESIGNS[args.design]
@@ -183,6 +190,8 @@ def main() -> int:
     if s.recipe_env.get("STAGE") == "switch":
         s.recipe_env["STAGE_SWITCH_STEP"] = str(max(1, args.steps // 2))
     s.extra_train_overrides = list(design.get("overrides", []))
+    if args.warmup_ratio >= 0:
+        s.extra_train_overrides.append(f"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio={args.warmup_ratio}")
     ppo = algo == "ppo"
     s.grpo_steps = args.steps
     s.grpo_batch_size = args.batch_size or (30 if ppo else 6)
