@@ -29,7 +29,8 @@ held-out metrics before and after RL; then the checks:
 4. every step's rollout and actor log-probabilities agree (``actor/ppo_kl`` below :data:`PPO_KL_LIMIT`), and where
    the reward places per-step rewards (AutoSearch) no placement failed.
 
-Writes ``<work-dir>/learning_<design>_<algo>.json`` (``benchmarks/learning_matrix.py`` collects them).
+Writes ``<work-dir>/learning_<design>_<algo>.json`` (``benchmarks/learning_matrix.py`` collects them) and appends the
+same summary to ``<work-dir>/learning_runs.jsonl``, so every run of a row stays on record.
 
 Usage::
 
@@ -296,7 +297,9 @@ def main() -> int:
            "settings": rl.get("settings"), "demos": demos}  # fmt: skip
     path = s.work_dir / f"learning_{run}.json"
     path.write_text(json.dumps(out, indent=1, default=str))
-    print(f"results: {path}")
+    with open(s.work_dir / "learning_runs.jsonl", "a", encoding="utf-8") as f:  # every run, not only the latest
+        f.write(json.dumps({"finished": time.strftime("%Y-%m-%dT%H:%M:%S"), **out}, default=str) + "\n")
+    print(f"results: {path} (and a line in {s.work_dir / 'learning_runs.jsonl'})")
     return 0 if all(c["pass"] for c in checks.values()) else 1
 
 
