@@ -241,7 +241,14 @@ def main() -> int:
     rewards = [c["mean"] for c in curve if c["mean"] is not None]
     searches = {r["step"]: r for r in P.rollout_searches(s, f"{run}_bench")}
 
+    stand_ins = {
+        "teacher": "the scripted stand-in teacher (warmstart/teacher.py; a stand-in for a teacher model)",
+        "judge": "the stand-in judge (agentrag_verl/standin.py: each method's rules, not a model)"
+        if s.method.standin
+        else None,
+    }
     print(f"\n{run}: recipe {s.recipe}; settings:", json.dumps(rl.get("settings")))
+    print("stand-ins:", json.dumps({k: v for k, v in stand_ins.items() if v}))
     print("step  reward_mean  reward_min  reward_max  vf_loss  vf_expl_var  searches/q(common)  searches/q(corpus)"
           "  wall_s")  # fmt: skip
     for c in curve:
@@ -294,7 +301,7 @@ def main() -> int:
     out = {"design": args.design, "algo": algo, "recipe": s.recipe, "recipe_env": s.recipe_env,
            "extra_overrides": s.extra_train_overrides, "command": command, "walls": walls,
            "curve": curve, "searches": list(searches.values()), "warm": warm, "after": after, "checks": checks,
-           "settings": rl.get("settings"), "demos": demos}  # fmt: skip
+           "settings": rl.get("settings"), "demos": demos, "stand_ins": stand_ins}  # fmt: skip
     path = s.work_dir / f"learning_{run}.json"
     path.write_text(json.dumps(out, indent=1, default=str))
     with open(s.work_dir / "learning_runs.jsonl", "a", encoding="utf-8") as f:  # every run, not only the latest

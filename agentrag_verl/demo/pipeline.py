@@ -123,7 +123,8 @@ class PipelineSettings:
     the policy *knows* the step's answer, as the greedy eval does; a temperature-1 re-answer of a 135M model is mostly
     noise."""
     grpo_kl_coef: float | None = 0.0
-    """0 = no KL loss and no reference model (DAPO-style); > 0 adds verl's low_var_kl loss with this coefficient."""
+    """0 = no KL loss and no reference model (DAPO-style); > 0 the KL loss with this coefficient (the recipe's type,
+    low_var_kl); None = the recipe's setting."""
     grpo_clip_low: float | None = 0.2
     grpo_clip_high: float | None = 0.28
     grpo_passes: int = 0
@@ -145,7 +146,6 @@ class PipelineSettings:
     grpo_val_limit: int = 4
     """Validation questions inside main_ppo after the last step (its own check; the stage evals are separate).
     0 = no validation inside main_ppo (main_ppo still loads one question: its dataset cannot be empty)."""
-    min_free_gib: float = 8.0
     extra_train_overrides: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -626,8 +626,9 @@ def _hydra(value: Any) -> str:
 def grpo_stage(
     settings: PipelineSettings, sft_model: Path, retriever_url: str, judge_url: str, name: str = "grpo"
 ) -> dict[str, Any]:
-    """GRPO from ``sft_model`` through ``agentrag-verl train-local`` (holding the main_ppo lock), in
-    ``<work_dir>/<name>``; reused when done with the same settings.
+    """RL from ``sft_model`` through the recipe's run script in its local profile (:func:`recipe_script`, holding
+    the main_ppo lock; the knobs and command in ``<work_dir>/<name>/command.json``, its output in ``recipe.log``);
+    reused when done with the same settings. GRPO for the demo; the recipe's algorithm (PPO-GAE, DAPO) otherwise.
 
     Returns ``train-local``'s summary plus ``model`` (the trained actor's Hugging Face folder).
     """
