@@ -45,6 +45,7 @@ import dataclasses
 import json
 import math
 import os
+import signal
 import sys
 import time
 from contextlib import ExitStack
@@ -135,6 +136,8 @@ def parse_demo_args(p: argparse.ArgumentParser) -> tuple[argparse.Namespace, Any
 
     add_warm_start_args(p)
     args = p.parse_args()
+    # SIGTERM unwinds like Ctrl-C: the servers and the training run this benchmark started are stopped, not orphaned
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -618,6 +618,26 @@ def recipe_script(settings: PipelineSettings) -> Path:
     return script
 
 
+def _run_group(cmd: list[str], out: Any, env: Mapping[str, str], grace_s: float = 120.0) -> int:
+    """Run ``cmd`` in its own process group and return its exit status. If this process is interrupted (Ctrl-C, or
+    SIGTERM where the caller turns it into an exit), the group gets SIGTERM (``train-local`` then stops main_ppo and
+    Ray) and SIGKILL after ``grace_s``: a stopped benchmark leaves no training running."""
+    import signal
+
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
+    try:
+        return proc.wait()
+    except BaseException:
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=wait_s)
+                break
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                continue
+        raise
+
+
 def _hydra(value: Any) -> str:
     """A Python scalar as a Hydra override value (None -> null, True -> true)."""
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
@@ -685,10 +705,10 @@ def grpo_stage(
     (work / "command.json").write_text(json.dumps({"env": knobs, "cmd": cmd}, indent=1))
     with open(MAIN_PPO_LOCK, "a") as lock, open(log, "w") as out:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    if result.returncode != 0 or not summary_path.exists():
+        returncode = _run_group(cmd, out, env)
+    if returncode != 0 or not summary_path.exists():
         tail = log.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"the recipe's local run failed (exit {result.returncode}); log {log}:\n{tail}")
+        raise RuntimeError(f"the recipe's local run failed (exit {returncode}); log {log}:\n{tail}")
     summary = json.loads(summary_path.read_text())
     actor = Path(summary.get("checkpoint", ""))
     hf = actor / "huggingface"

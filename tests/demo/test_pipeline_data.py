@@ -118,3 +118,35 @@ def test_grpo_actor_micro_batches_hold_at_most_four_trajectories(tmp_path):
 
     assert micro(grpo_batch_size=6, grpo_rollout_n=4) == ["4", "4", "4"]
     assert micro(grpo_batch_size=1, grpo_rollout_n=2) == ["2", "2", "2"]
+
+
+def test_a_stopped_rl_stage_leaves_no_training_running(tmp_path):
+    """SIGTERM to the pipeline (which the demo and the benchmarks turn into an exit) stops the recipe's whole process
+    group: nothing it started keeps running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    script = (
+        "import os, signal, sys\n"
+        "from agentrag_verl.demo.pipeline import _run_group\n"
+        "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))\n"
+        f"_run_group(['bash', '-c', 'sleep 300 & echo $! > {pidfile}; wait'], sys.stdout, dict(os.environ))\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(pidfile.read_text())
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=60) == 128 + signal.SIGTERM
+    time.sleep(0.5)
+    try:
+        os.kill(child, 0)
+        alive = open(f"/proc/{child}/stat").read().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        alive = False
+    assert not alive
