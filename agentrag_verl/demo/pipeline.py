@@ -456,7 +456,9 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
     """verl parquet files of the training questions (all three sets) and a few test questions for validation."""
     from agentrag_verl.local_cpu.data import qa_to_verl_rows, write_parquet
 
-    demonstrated = {(ds, q.id) for ds, qs in demo_questions(settings).items() for q in qs}
+    demonstrated = (
+        {(ds, q.id) for ds, qs in demo_questions(settings).items() for q in qs} if settings.grpo_passes else set()
+    )
 
     def verl_rows(split: str, limit: int | None) -> list[dict[str, Any]]:
         rows = []

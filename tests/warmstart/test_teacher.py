@@ -32,13 +32,18 @@ def play(fmt: str, question: str, observations: list[str]) -> str:
     return response
 
 
+MULTI_HOP = ["Caldra ... Its capital is Mérida-Lune.", "Mérida-Lune ... Halvern University."]
+"""The passages the environment returns for m0's two hops."""
+M0_QUERIES = ["What is the capital of Caldra?", "Which university is in Mérida-Lune?"]
+
+
 def test_multi_hop_hiprag_is_valid_and_follows_the_hops():
     q = ROW["m0"]["question"]
-    response = play("hiprag", q, ["Caldra ... Its capital is Mérida-Lune.", "Mérida-Lune ... Halvern University."])
+    response = play("hiprag", q, MULTI_HOP)
     fmt = get_format("hiprag")
     assert fmt.check_format(response) == (1, 2)  # HiPRAG Alg. 2: valid, N = 2 steps (both with a search)
     parsed = fmt.parse(response)
-    assert parsed.queries == ["What is the capital of Caldra?", "Which university is in Mérida-Lune?"]
+    assert parsed.queries == M0_QUERIES
     assert [s.conclusion for s in parsed.steps] == [
         "The capital of Caldra is Mérida-Lune.",
         "Mérida-Lune is home to Halvern University.",
@@ -68,16 +73,13 @@ def test_search_r1_layout(fmt):
     assert parsed.queries == ["How long is the river Velda?"] and parsed.answer == "212 kilometres"
 
 
-MULTI_HOP = ["Caldra ... Its capital is Mérida-Lune.", "Mérida-Lune ... Halvern University."]
-
-
 def test_multistage_layout_is_eq6s_structure_with_retrieval_and_without():
     """§3.3 (Eq. 6): ``<think> (<search> <information> <reflect>)+ <answer>`` and ``<think> <reflect> <answer>``."""
     fmt = get_format("multistage")
     response = play("multistage", ROW["m0"]["question"], MULTI_HOP)
     assert fmt.check_format(response) is True
     parsed = fmt.parse(response)
-    assert parsed.queries == ["What is the capital of Caldra?", "Which university is in Mérida-Lune?"]
+    assert parsed.queries == M0_QUERIES
     assert [s.reflect for s in parsed.steps] == [
         "The capital of Caldra is Mérida-Lune. Now I need to find the next fact.",
         "Mérida-Lune is home to Halvern University.",
@@ -99,7 +101,7 @@ def test_searchp1_layout_is_algorithm_3s_full_format():
     assert response.startswith("<reasoning>I do not know this")
     assert fmt.check_format(response) is FormatLevel.FULL
     parsed = fmt.parse(response)
-    assert parsed.queries == ["What is the capital of Caldra?", "Which university is in Mérida-Lune?"]
+    assert parsed.queries == M0_QUERIES
     assert parsed.answer == "Halvern University"
     direct = play("searchp1", ROW["c0"]["question"], [])
     assert fmt.is_valid(direct) and fmt.parse(direct).answer == "Rome"

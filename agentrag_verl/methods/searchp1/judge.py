@@ -31,6 +31,7 @@ __all__ = [
     "PLANNER_TEMPLATE",
     "EVALUATION_TEMPLATE",
     "format_reasoning_path",
+    "parse_reasoning_path",
     "planner_messages",
     "evaluation_messages",
     "PLANNER_SCORES",
@@ -197,6 +198,16 @@ class SearchP1Evaluation:
 _LIST_MARKER = re.compile(r"^\s*(?:\d+\s*[.):]|[-*\u2022])\s*")
 
 
+def parse_reasoning_path(text: str) -> tuple[str, ...]:
+    """The queries of a reasoning path written as a list (the inverse of :func:`format_reasoning_path`): one per
+    non-blank line, numbering or bullets removed.
+
+    >>> parse_reasoning_path("1. director of Il Coraggio\\n- Domenico Paolella death\\n")
+    ('director of Il Coraggio', 'Domenico Paolella death')
+    """
+    return tuple(q for q in (_LIST_MARKER.sub("", line).strip() for line in text.splitlines()) if q)
+
+
 def _tag_content(text: str, tag: str) -> str | None:
     match = re.search(rf"<{tag}>(.*?)(?:</{tag}>|(?=<[a-z_]+>)|\Z)", text, re.DOTALL | re.IGNORECASE)
     return match.group(1).strip() if match else None
@@ -231,7 +242,7 @@ def parse_planner(text: str) -> ReferencePlan:
         raise ParseError("no <correct_reasoning_path> in the reply")
     if planner is None:
         raise ParseError("no <optimized_planner> in the reply")
-    queries = tuple(q for q in (_LIST_MARKER.sub("", line).strip() for line in path_text.splitlines()) if q)
+    queries = parse_reasoning_path(path_text)
     if not queries:
         raise ParseError("<correct_reasoning_path> lists no query")
     if not planner:

@@ -22,6 +22,7 @@ import json
 import re
 
 from agentrag_verl.judges.prompts import ANSWER_SEPARATOR
+from agentrag_verl.methods.searchp1.judge import parse_reasoning_path
 from agentrag_verl.metrics import cover_exact_match, f1_score, normalize_answer
 
 __all__ = ["evaluate", "reply"]
@@ -33,7 +34,6 @@ _EVAL = re.compile(
     r"Model Trajectory: (?P<trajectory>.*)\nScoring Criteria:",
     re.S,
 )
-_LIST_MARKER = re.compile(r"^\s*(?:\d+\s*[.):]|[-*\u2022])\s*")
 
 
 def _covers(query: str, step: str) -> bool:
@@ -85,7 +85,7 @@ def reply(system: str, user: str) -> str | None:
         if m is None:
             return None
         golds = [g.strip() for g in m.group("gold").split(ANSWER_SEPARATOR.strip()) if g.strip()]
-        path = [_LIST_MARKER.sub("", line).strip() for line in m.group("path").splitlines() if line.strip()]
+        path = list(parse_reasoning_path(m.group("path")))
         return json.dumps(evaluate(golds, path, m.group("trajectory")))
     if "Optimized Reasoning Path" in user:
         question, answer = _QUESTION.search(user), _ANSWER.search(user)
