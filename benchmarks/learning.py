@@ -276,10 +276,9 @@ def main() -> int:
         )
         rise = {"first5": first, "last5": last, "diff": diff, "se_over_steps": se, "pass_over_steps": diff > 2 * se}
         if args.fixed_set and paired:
-            rise.update(se=paired["se"], paired=paired, pass_=paired["pass"])
+            rise.update(se=paired["se"], paired=paired, **{"pass": paired["pass"]})
         else:
-            rise.update(se=se, pass_=diff > 2 * se)
-        rise["pass"] = rise.pop("pass_")
+            rise.update(se=se, **{"pass": rise["pass_over_steps"]})
         checks["reward_rises"] = rise
     cem_w, cem_a = warm["cem"], after["cem"]
     checks["cem_holds"] = {"warm": cem_w, "after": cem_a, "pass": cem_a[0] >= cem_w[0] - (cem_w[1] or 0)}
