@@ -69,9 +69,24 @@ DESIGNS: dict[str, dict[str, dict[str, Any]]] = {
         }
     },
     "searchp1": {"grpo": {"script": "recipes/searchp1/run_grpo.sh"}},
+    # no verl run: MCTS with the warm-started policy (run_generate_proguide.sh), then TRL's step-level DPO
+    "reasonrag": {
+        "dpo": {
+            "script": "recipes/reasonrag/dpo/run_dpo.sh",
+            "mcts_script": "recipes/reasonrag/dpo/run_generate_proguide.sh",
+            # one CPU process in fp32, a logged point every 2 optimizer steps, no mid-run eval or checkpoints
+            "dpo_args": (
+                "--dtype float32 --bf16 false --gradient_checkpointing false --max_length 2048 --logging_steps 2 "
+                "--eval_strategy no --save_strategy no --disable_tqdm true"
+            ).split(),
+        }
+    },
 }
 """Design -> algorithm -> its recipe's run script, the script's knobs and what the run changes in the local
 profile; the first algorithm is the paper's and the default."""
+
+MIN_PAIRS = 200
+"""ReasonRAG: preference pairs the warm-started policy's MCTS must give (issue "every design learns")."""
 
 
 PPO_KL_LIMIT = 1e-3
@@ -148,7 +163,7 @@ def parse_demo_args(p: argparse.ArgumentParser) -> tuple[argparse.Namespace, Any
 
 def main() -> int:
     from agentrag_verl.demo import pipeline as P
-    from agentrag_verl.demo.main import markdown, reward_curve, stage_table
+    from agentrag_verl.demo.main import reward_curve
 
     p = demo_parser(__doc__)
     p.add_argument("--design", choices=sorted(DESIGNS), default="hiprag")
@@ -180,6 +195,13 @@ def main() -> int:
         "which over 20 steps spends the first 6 ramping up: the run of docs/learning.md rose half as much).",
     )
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
+    p.add_argument("--mcts-questions", type=int, default=40, help="ReasonRAG: training questions per set for MCTS.")
+    p.add_argument(
+        "--mcts-rollouts", type=int, default=6, help="ReasonRAG: MCTS iterations per question (the authors' 64)."
+    )
+    p.add_argument(
+        "--spre-rollouts", type=int, default=2, help="ReasonRAG: Eq. 1's rollouts per expanded node (ours: 4)."
+    )
     args, s = parse_demo_args(p)
     algos = DESIGNS[args.design]
     algo = args.algo or next(iter(algos))
@@ -194,6 +216,11 @@ def main() -> int:
     if s.recipe_env.get("STAGE") == "switch":
         s.recipe_env["STAGE_SWITCH_STEP"] = str(max(1, args.steps // 2))
     s.extra_train_overrides = list(design.get("overrides", []))
+    s.mcts_questions_per_set = args.mcts_questions
+    # each stage output at most 128 tokens (the warm start's are under 60; the authors' cap is 512)
+    s.mcts_args = ["--max-rollouts", str(args.mcts_rollouts), "--spre-rollouts", str(args.spre_rollouts),
+                   "--max-tokens", "128"]  # fmt: skip
+    s.dpo_args = [*design.get("dpo_args", []), *(["--learning_rate", str(args.lr)] if args.lr else [])]
     if args.warmup_ratio >= 0:
         s.extra_train_overrides.append(f"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio={args.warmup_ratio}")
     ppo = algo == "ppo"
@@ -228,13 +255,26 @@ def main() -> int:
         t = time.perf_counter()
         warm = P.eval_stage("warm_start_bench", Path(sft["model"]), s, url, judge_url)
         mark("eval warm start", t)
-        t = time.perf_counter()
-        rl = P.grpo_stage(s, Path(sft["model"]), url, judge_url, name=f"{run}_bench")
+        mcts = None
+        if args.design == "reasonrag":
+            t = time.perf_counter()
+            mcts = P.mcts_stage(s, Path(sft["model"]), url, name=f"{run}_mcts")
+            mark("mcts", t)
+            t = time.perf_counter()
+            rl = P.dpo_stage(s, Path(sft["model"]), Path(mcts["pairs"]), name=f"{run}_bench")
+        else:
+            t = time.perf_counter()
+            rl = P.grpo_stage(s, Path(sft["model"]), url, judge_url, name=f"{run}_bench")
         mark(algo, t)
         t = time.perf_counter()
         after = P.eval_stage(f"{run}_bench", Path(rl["model"]), s, url, judge_url)
         mark(f"eval after {algo}", t)
     walls["total"] = round(time.perf_counter() - t0, 1)
+    command = "python benchmarks/learning.py " + " ".join(sys.argv[1:])
+    common = {"design": args.design, "algo": algo, "recipe": s.recipe, "command": command, "walls": walls,
+              "warm": warm, "after": after, "demos": demos}  # fmt: skip
+    if mcts is not None:
+        return report_dpo(s, run, common, mcts, rl)
 
     curve = reward_curve(rl)
     for c in curve:
@@ -260,10 +300,7 @@ def main() -> int:
         ev = "-" if c["vf_explained_var"] is None else f"{c['vf_explained_var']:.3f}"
         print(f"{c['step']:>4}  {c['mean']:>11.4f}  {c['min']:>10.4f}  {c['max']:>10.4f}  {vf:>7}  {ev:>11}  "
               f"{per_q.get('common', '-')!s:>18}  {per_q.get('corpus', '-')!s:>18}  {c['wall_s']}")  # fmt: skip
-    header, rows = stage_table([warm, after])
-    print("\nHeld-out mini-wiki test sets (greedy; mean ±95% CI):")
-    print(markdown(header, rows))
-    print("CEM by set:", {r["stage"]: r["cem_by_set"] for r in (warm, after)})
+    print_held_out(warm, after)
 
     checks: dict[str, dict[str, Any]] = {}
     if len(rewards) >= 10:
@@ -280,8 +317,7 @@ def main() -> int:
         else:
             rise.update(se=se, **{"pass": rise["pass_over_steps"]})
         checks["reward_rises"] = rise
-    cem_w, cem_a = warm["cem"], after["cem"]
-    checks["cem_holds"] = {"warm": cem_w, "after": cem_a, "pass": cem_a[0] >= cem_w[0] - (cem_w[1] or 0)}
+    checks["cem_holds"] = cem_holds(warm, after)
     ev = [c["vf_explained_var"] for c in curve if c["vf_explained_var"] is not None]
     if len(ev) >= 10:
         checks["critic_fits"] = {"first5": mean_se(ev[:5]), "last5": mean_se(ev[-5:]),
@@ -294,22 +330,76 @@ def main() -> int:
     log = s.work_dir / f"{run}_bench" / "recipe.log"
     failed = log.read_text(errors="replace").count(PLACEMENT_WARNING) if log.exists() else 0
     checks["rewards_placed"] = {"placement_warnings": failed, "pass": failed == 0}
+    out = {**common, "recipe_env": s.recipe_env, "extra_overrides": s.extra_train_overrides, "curve": curve,
+           "searches": list(searches.values()), "checks": checks, "settings": rl.get("settings"),
+           "stand_ins": stand_ins}  # fmt: skip
+    return finish(s, run, out)
+
+
+def print_held_out(warm: dict[str, Any], after: dict[str, Any]) -> None:
+    from agentrag_verl.demo.main import markdown, stage_table
+
+    header, rows = stage_table([warm, after])
+    print("\nHeld-out mini-wiki test sets (greedy; mean ±95% CI):")
+    print(markdown(header, rows))
+    print("CEM by set:", {r["stage"]: r["cem_by_set"] for r in (warm, after)})
+
+
+def cem_holds(warm: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """Held-out CEM after training is not below the warm start's (within its 95% CI)."""
+    cem_w, cem_a = warm["cem"], after["cem"]
+    return {"warm": cem_w, "after": cem_a, "pass": cem_a[0] >= cem_w[0] - (cem_w[1] or 0)}
+
+
+def margin_rise(log_history: list[dict[str, Any]], key: str = "rewards/margins") -> dict[str, Any] | None:
+    """DPO's reward margin (chosen minus rejected, TRL's ``rewards/margins``) over training: the mean of the last 5
+    logged points against the first 5, with the standard error of the difference; None under 10 points.
+
+    >>> margin_rise([{"rewards/margins": m} for m in [0.0] * 5 + [1.0, 1.1, 0.9, 1.0, 1.0]])["pass"]
+    True
+    """
+    margins = [float(h[key]) for h in log_history if key in h]
+    if len(margins) < 10:
+        return None
+    first, last = mean_se(margins[:5]), mean_se(margins[-5:])
+    diff, se = last[0] - first[0], math.sqrt(first[1] ** 2 + last[1] ** 2)
+    return {"points": len(margins), "first5": first, "last5": last, "diff": diff, "se": se, "pass": diff > 2 * se}
+
+
+def report_dpo(s: Any, run: str, common: dict[str, Any], mcts: dict[str, Any], dpo: dict[str, Any]) -> int:
+    """ReasonRAG's checks: enough pairs from the warm start's MCTS, the DPO margin rises, CEM holds."""
+    history = [h for h in dpo["log_history"] if "rewards/margins" in h]
+    print(f"\n{run}: MCTS {json.dumps({k: mcts.get(k) for k in ('n_pairs', 'questions')})}")
+    print("step  loss  margin  chosen  rejected  accuracy")
+    for h in history:
+        print(f"{h.get('step'):>4}  {h.get('loss', float('nan')):.4f}  {h['rewards/margins']:+.4f}  "
+              f"{h.get('rewards/chosen', float('nan')):+.4f}  {h.get('rewards/rejected', float('nan')):+.4f}  "
+              f"{h.get('rewards/accuracies', float('nan')):.2f}")  # fmt: skip
+    print_held_out(common["warm"], common["after"])
+    checks = {
+        "pairs_enough": {"pairs": mcts["n_pairs"], "min": MIN_PAIRS, "pass": mcts["n_pairs"] >= MIN_PAIRS},
+        "margin_rises": margin_rise(history) or {"points": len(history), "pass": False},
+        "cem_holds": cem_holds(common["warm"], common["after"]),
+    }
+    stand_ins = {"teacher": "the scripted stand-in teacher (warmstart/teacher.py; a stand-in for a teacher model)"}
+    out = {**common, "mcts": mcts, "curve": history, "checks": checks,
+           "dpo_args": s.dpo_args, "mcts_args": s.mcts_args, "stand_ins": stand_ins}  # fmt: skip
+    return finish(s, run, out)
+
+
+def finish(s: Any, run: str, out: dict[str, Any]) -> int:
+    """Print the checks, write ``learning_<run>.json`` and a line of ``learning_runs.jsonl``; the exit code."""
     print("\nChecks:")
-    for name, c in checks.items():
+    for name, c in out["checks"].items():
         detail = json.dumps({k: v for k, v in c.items() if k != "pass"})
         print(f"  {name}: {'PASS' if c['pass'] else 'FAIL'}  {detail}")
-    print("\nwall time (s):", json.dumps(walls))
-    command = "python benchmarks/learning.py " + " ".join(sys.argv[1:])
-    out = {"design": args.design, "algo": algo, "recipe": s.recipe, "recipe_env": s.recipe_env,
-           "extra_overrides": s.extra_train_overrides, "command": command, "walls": walls,
-           "curve": curve, "searches": list(searches.values()), "warm": warm, "after": after, "checks": checks,
-           "settings": rl.get("settings"), "demos": demos, "stand_ins": stand_ins}  # fmt: skip
+    print("\nwall time (s):", json.dumps(out["walls"]))
     path = s.work_dir / f"learning_{run}.json"
     path.write_text(json.dumps(out, indent=1, default=str))
     with open(s.work_dir / "learning_runs.jsonl", "a", encoding="utf-8") as f:  # every run, not only the latest
         f.write(json.dumps({"finished": time.strftime("%Y-%m-%dT%H:%M:%S"), **out}, default=str) + "\n")
     print(f"results: {path} (and a line in {s.work_dir / 'learning_runs.jsonl'})")
-    return 0 if all(c["pass"] for c in checks.values()) else 1
+    return 0 if all(c["pass"] for c in out["checks"].values()) else 1
 
 
 if __name__ == "__main__":

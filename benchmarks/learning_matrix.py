@@ -1,7 +1,8 @@
 """The learning matrix: one row per ``benchmarks/learning.py`` run, from the JSON summaries it writes.
 
 Columns: held-out CEM after the warm start and after RL (mean ±95% CI); the training reward of the first 5 steps
-against the last 5, with the standard error of the difference and whether it exceeds 2 SE; searches per question on
+against the last 5 (ReasonRAG: DPO's reward margin over its first and last 5 logged points), with the standard
+error of the difference and whether it exceeds 2 SE; searches per question on
 corpus-only and on common-knowledge test questions, before -> after; the checks; wall time; the command.
 
 Usage::
@@ -31,11 +32,12 @@ def _pm(value: list[Any] | None, scale: float = 100.0, digits: int = 1) -> str:
 def row(summary: dict[str, Any]) -> list[str]:
     """One table row of a learning.py summary."""
     warm, after, checks = summary["warm"], summary["after"], summary["checks"]
-    rise = checks.get("reward_rises")
+    rise = checks.get("reward_rises") or checks.get("margin_rises")  # DPO: the reward margin
     reward = "-"
-    if rise:
+    if rise and "first5" in rise:
         reward = (f"{rise['first5'][0]:.3f} -> {rise['last5'][0]:.3f} ({rise['diff'] / rise['se']:+.2f} SE)"
                   if rise["se"] else f"{rise['first5'][0]:.3f} -> {rise['last5'][0]:.3f}")  # fmt: skip
+        reward = f"margin {reward}" if "margin_rises" in checks else reward
     failed = [name for name, c in checks.items() if not c["pass"]]
     return [
         f"{summary['design']} ({summary['algo']})",

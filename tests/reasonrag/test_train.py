@@ -94,6 +94,27 @@ def test_dpo_two_steps_on_generated_pairs(tiny_model_dir, pairs_file, tmp_path, 
     assert len(changed) > len(before) // 2, f"only {len(changed)} of {len(before)} tensors changed"
     # Validation split by question: 4 questions, val 0.1 -> 1 question (2 pairs) held out, 6 pairs trained on.
     assert len(trainer.train_dataset) == 6
+    # the logged margins stay beside the model (benchmarks/learning.py reads them)
+    state = json.loads((tmp_path / "dpo" / "trainer_state.json").read_text())
+    assert [h["step"] for h in state["log_history"] if "rewards/margins" in h] == [1, 2]
+
+
+def test_pipeline_dpo_stage_runs_the_recipe_script(tiny_model_dir, pairs_file, tmp_path):
+    """The learning benchmark's DPO stage is run_dpo.sh as a user runs it; a second call with the same inputs is
+    reused, other overrides train again."""
+    from agentrag_verl.demo.pipeline import PipelineSettings, dpo_stage
+
+    s = PipelineSettings(work_dir=tmp_path, data_dir=tmp_path, format="reasonrag", dpo_args=CPU)
+    out = dpo_stage(s, Path(tiny_model_dir), pairs_file)
+    command = json.loads((tmp_path / "dpo" / "command.json").read_text())
+    assert command["cmd"][1].endswith("recipes/reasonrag/dpo/run_dpo.sh") and command["cmd"][2:] == CPU
+    assert command["env"] == {"MODE": "dpo", "MODEL": str(tiny_model_dir), "PAIRS": str(pairs_file),
+                              "OUTPUT_DIR": out["model"], "N_GPUS": "1"}  # fmt: skip
+    assert [h["step"] for h in out["log_history"] if "loss" in h] == [1, 2]
+    assert (Path(out["model"]) / "config.json").is_file()
+    mtime = (Path(out["model"]) / "trainer_state.json").stat().st_mtime_ns
+    assert dpo_stage(s, Path(tiny_model_dir), pairs_file) == out
+    assert (Path(out["model"]) / "trainer_state.json").stat().st_mtime_ns == mtime
 
 
 def test_sft_baseline_two_steps(tiny_model_dir, pairs_file, tmp_path, monkeypatch):

@@ -98,6 +98,23 @@ def test_every_design_gets_a_warm_start_through_its_own_loop(fmt, tiny_model_dir
         "What is the capital of Caldra?",
         "Which university is in Mérida-Lune?",
     ]
+    stages = by_id["m0"].get("stages", [])
+    if fmt != "reasonrag":
+        assert not stages  # one sequence after the prompt
+        return
+    # ReasonRAG: each stage from its own chat, Reasoning / Grounding x 2, then the answer; SFT trains each on its own
+    from agentrag_verl.warmstart.sft_dataset import sft_examples
+
+    assert len(stages) == 5 and stages[0]["prompt_ids"] == by_id["m0"]["prompt_ids"]
+    assert ["<reference>" in tokenizer.decode(st["prompt_ids"]) for st in stages] == [False, True, False, True, False]
+    mask = by_id["m0"]["response_mask"]
+    assert sum(st["end"] - st["start"] for st in stages) == sum(mask)
+    assert all(mask[i] == 1 for st in stages for i in range(st["start"], st["end"]))
+    ids, loss_mask = sft_examples(by_id["m0"])[-1]  # the answer stage: its prompt, then its output
+    n_prompt = len(stages[-1]["prompt_ids"])
+    assert loss_mask == [0] * n_prompt + [1] * (len(ids) - n_prompt)
+    last = tokenizer.decode(ids[n_prompt:], skip_special_tokens=True).strip()
+    assert "<answer>Halvern University</answer>" in last and text.rstrip().endswith(last)
 
 
 def test_demo_tokens_equal_the_rl_rollout(tiny_model_dir, retriever_service, train_dir, tmp_path, tokenizer):

@@ -73,7 +73,9 @@ class ReasonRAGAgentLoop(SearchAgentLoop):
             return prefill
         # The stage prompt already ends where the stage output starts: generate from it, not from the transcript.
         ids, logprobs = await self.policy_generation(state, uuid4().hex, prompt_ids, sampling_params, stop)
+        start = len(state.response_ids)
         state.append(ids, 1, logprobs)
+        state.stages.append({"prompt_ids": list(prompt_ids), "start": start, "end": len(state.response_ids)})
         return prefill + cut_at_stop(self.decode(ids), stop)
 
     async def _run(

@@ -192,6 +192,7 @@ def train(mode: str, data_args: ProGuideArguments, training_args: Any, model_arg
     )
     trainer.train()
     trainer.save_model(training_args.output_dir)
+    trainer.save_state()  # trainer_state.json: the logged loss and DPO rewards/margins of every logging step
     return trainer
 
 
