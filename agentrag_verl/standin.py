@@ -7,6 +7,11 @@ declares its own rules (:attr:`agentrag_verl.registry.Method.standin`: ``reply(s
 its folder's ``standin.py``); a request goes to the first method whose rule answers it. A prompt no rule answers,
 or a rule's refusal, is an HTTP 400 that says so, never a made-up verdict.
 
+Some rules need the toy world's knowledge, as the papers' judges use their own (HiPRAG's under-search verifier,
+Figure 6: is a step answered without a search factually right?). The stand-in's world is a corpus: by default the
+mini-wiki's (``examples/mini_wiki/corpus.jsonl``, which holds the common-knowledge facts too), or ``--world FILE``
+(:func:`world_passages`).
+
 Run: ``python -m agentrag_verl.standin --port 8002`` (then ``judge.base_url=http://127.0.0.1:8002/v1``,
 ``judge.api_key_env=null``); in-process: ``with StandInJudge() as judge: judge.base_url``.
 """
@@ -15,15 +20,45 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-__all__ = ["verdict", "rules", "StandInJudge", "MODEL_NAME", "main"]
+__all__ = ["verdict", "rules", "StandInJudge", "MODEL_NAME", "main", "set_world", "world_passages"]
 
 MODEL_NAME = "standin-judge"
+
+_world: dict[str, Any] = {"path": None, "passages": None}
+_world_lock = threading.Lock()
+
+
+def set_world(corpus: str | os.PathLike[str] | None) -> None:
+    """Use the passages of ``corpus`` (a Search-R1 / FlashRAG corpus JSONL, ``contents`` per line) as the stand-in's
+    world knowledge; None: the mini-wiki's. Read on first use.
+
+    Raises:
+        FileNotFoundError: No such file.
+    """
+    if corpus is not None and not Path(corpus).is_file():
+        raise FileNotFoundError(f"stand-in world {corpus}: no such corpus file (a JSONL with 'contents' per line)")
+    with _world_lock:
+        _world.update(path=None if corpus is None else Path(corpus), passages=None)
+
+
+def world_passages() -> list[str]:
+    """The passages of the stand-in's world (:func:`set_world`), read once."""
+    with _world_lock:
+        if _world["passages"] is None:
+            from agentrag_verl.eval.data import MINI_WIKI_DIR
+
+            path = _world["path"] or MINI_WIKI_DIR / "corpus.jsonl"
+            with open(path, encoding="utf-8") as f:
+                _world["passages"] = [json.loads(line)["contents"] for line in f if line.strip()]
+        return _world["passages"]
 
 Rule = Callable[[str, str], "str | None"]
 
@@ -108,7 +143,14 @@ class _Handler(BaseHTTPRequestHandler):
 class StandInJudge:
     """The server (``with StandInJudge() as j: j.base_url`` runs it in a background thread)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, model: str = MODEL_NAME) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model: str = MODEL_NAME,
+        world: str | os.PathLike[str] | None = None,
+    ) -> None:
+        set_world(world)
         self.httpd = ThreadingHTTPServer((host, port), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.requests = 0  # type: ignore[attr-defined]
@@ -135,10 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8002)
     p.add_argument("--model", default=MODEL_NAME, help="The model name GET /v1/models lists.")
+    p.add_argument("--world", help="Corpus JSONL of the world knowledge rules consult (default: the mini-wiki's).")
     args = p.parse_args(argv)
     if not 0 < args.port < 65536:
         p.error(f"--port {args.port}: a TCP port is 1-65535")
-    judge = StandInJudge(args.host, args.port, model=args.model)
+    if args.world and not Path(args.world).is_file():
+        p.error(f"--world {args.world}: no such corpus file (a JSONL with 'contents' per line)")
+    judge = StandInJudge(args.host, args.port, model=args.model, world=args.world)
     print(f"stand-in judge (rules, not a model) on {judge.base_url} (model {args.model})", flush=True)
     judge.httpd.serve_forever()
     return 0

@@ -39,24 +39,25 @@ def test_judge_client_against_the_stand_in():
                                               "api_key_env": None, "max_retries": 0})  # fmt: skip
             try:
                 await client.check()
-                over, same, correct, wrong, under = await client.judge_many(
+                over, same, correct, wrong, under, under_wrong = await client.judge_many(
                     [
                         hiprag.over_search_request("The capital of Italy is Rome.", "Rome is Italy's capital."),
                         hiprag.over_search_request("The capital of Italy is Rome.", "It is Milan."),
                         multistage.correctness_request("It was Jory Pendle", ["Jory Pendle", "Pendle"]),
                         multistage.correctness_request("Fenwick", ["Kessrow"]),
                         hiprag.under_search_request("I know this.", "The capital of Italy is Rome."),
+                        hiprag.under_search_request("I know this.", "Kessrow Bridge was built in 1861."),
                     ]
                 )
             finally:
                 await client.aclose()
-        return over, same, correct, wrong, under
+        return over, same, correct, wrong, under, under_wrong
 
-    over, same, correct, wrong, under = asyncio.run(run())
+    over, same, correct, wrong, under, under_wrong = asyncio.run(run())
     assert over.ok and over.value is True and same.ok and same.value is False
     assert correct.ok and correct.value is True and wrong.ok and wrong.value is False
-    # the under-search verifier needs world knowledge: every non-search step is "correct" (over-search-only ablation)
-    assert under.ok and under.value is True
+    # the under-search verifier checks a non-search step's conclusion against the world (the mini-wiki corpus)
+    assert under.ok and under.value is True and under_wrong.ok and under_wrong.value is False
 
 
 RIGHT_P1 = (

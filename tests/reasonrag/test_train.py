@@ -204,3 +204,37 @@ def test_dpo_beta_defaults_to_the_paper_however_launched(extra, beta, tmp_path, 
     assert cli.main(["reasonrag", "train", "dpo", *argv]) == 0
     assert train_module.main(["dpo", *argv]) == 0
     assert seen == [("dpo", beta), ("dpo", beta)]
+
+
+def test_pipeline_mcts_stage_runs_the_generation_script(tmp_path, fake_retriever_module, monkeypatch):
+    """The learning benchmark's MCTS stage is run_generate_proguide.sh pointed at the served policy (here the
+    scripted QA policy over HTTP, chat API), over the first questions of each training set; a rerun resumes."""
+    from contextlib import contextmanager
+
+    import agentrag_verl.demo.pipeline as P
+
+    data = tmp_path / "data"
+    rows = load_qa()[:3]
+    write_qa(rows, data / "hotpotqa" / "train.jsonl")
+    golds = {r["question"]: r["golden_answers"][0] for r in rows}
+    with FakeOpenAIServer(QAPolicy(golds)) as server:
+        url = server.base_url
+
+        @contextmanager
+        def served(settings, model_dir, name):
+            yield url
+
+        monkeypatch.setattr(P, "policy_server", served)
+        s = P.PipelineSettings(work_dir=tmp_path / "work", data_dir=data, format="reasonrag",
+                               mcts_questions_per_set=2,
+                               mcts_args=["--policy-api", "chat", "--max-rollouts", "5", "--max-iter", "5",
+                                          "--spre-rollouts", "1"])  # fmt: skip
+        out = P.mcts_stage(s, tmp_path, fake_retriever_module.url)
+        calls = len(server.requests)
+        again = P.mcts_stage(s, tmp_path, fake_retriever_module.url)
+        assert len(server.requests) == calls  # both questions done: nothing searched again
+    assert out["n_pairs"] == again["n_pairs"] == 4 and out["questions"]["total"] == 2  # 2 pairs per question
+    command = json.loads((tmp_path / "work" / "mcts" / "command.json").read_text())
+    assert command["cmd"][1].endswith("recipes/reasonrag/dpo/run_generate_proguide.sh")
+    assert command["env"]["POLICY_URL"] == url and command["env"]["SOURCES"] == "hotpotqa"
+    assert len(load_pairs([out["pairs"]])) == 4

@@ -32,7 +32,9 @@ METHOD = register_method(
         eval_hooks="agentrag_verl.methods.hiprag.evaluation:HOOKS",
         teacher=TEMPLATES,
         standin="agentrag_verl.methods.hiprag.standin:reply",
-        # the stand-in judge answers every under-search check "correct": train the "over-search only" ablation
+        # the "over-search only" ablation on CPU: the runs recorded in docs/warmstart.md and docs/learning.md; the
+        # stand-in's under-search verifier (world = the mini-wiki corpus) turns the detector on with
+        # reward.reward_kwargs.under_search_detector=true
         local_reward_kwargs={"under_search_detector": False, "judge_error_policy": "exclude"},
         # the embedded demo: our three-sentence statement of Figure 4's format, a fifth of the paper prompt's tokens
         # (the prompt is most of every sequence a CPU step trains on; the format itself comes from the warm start)
