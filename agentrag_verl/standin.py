@@ -60,6 +60,7 @@ def world_passages() -> list[str]:
                 _world["passages"] = [json.loads(line)["contents"] for line in f if line.strip()]
         return _world["passages"]
 
+
 Rule = Callable[[str, str], "str | None"]
 
 
