@@ -50,6 +50,10 @@ class SearchLoopConfig:
     (Search-R1 / AutoSearch, multi-stage, Search-P1, ReasonRAG) or closed steps (HiPRAG Alg. 1). Once it is used up
     the answer is forced; an unexecuted search never stays in the response
     (``docs/decisions.md#rollout-and-budgets``)."""
+    closed_book: bool = False
+    """No retrieval at all (the knowledge probe, ``agentrag-verl data knowledge``): every turn is a final turn, so a
+    search the policy opens is cut from the response before its opening tag and the answer is forced, as once the
+    budget is used up: the format's own no-search path."""
     max_observation_tokens: int = 512
     """Cap on the retrieved-passages text of one observation, in tokens (tags excluded); 0 = no cap."""
     observation_truncation_side: TruncationSide = "right"

@@ -486,7 +486,8 @@ class SearchAgentLoop(AgentLoopBase):
                 state.budget_exhausted = True
                 await self._force_answer(state, request_id, prompt_ids, sampling_params)
                 return
-            final_turn = exhausted  # after_budget == "final_turn": one more turn, a search is not run
+            # after_budget == "final_turn": one more turn, a search is not run; closed book: every turn is the last
+            final_turn = exhausted or self.options.closed_book
             stop = spec.final_turn_stop if final_turn else spec.turn_stop
             start = len(state.response_ids)
             ids = await self.generate(state, request_id, prompt_ids, sampling_params, stop)

@@ -17,7 +17,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentrag_verl.cli_common import add_command_group, arg_values, output_dir, plain_name, positive_int, report_error
+from agentrag_verl.cli_common import (
+    API_KEY_HELP,
+    add_command_group,
+    api_key_env,
+    arg_values,
+    non_negative_int,
+    output_dir,
+    plain_name,
+    positive_int,
+    report_error,
+)
 
 from .flashrag import DataSourceError
 from .prepare import DATA_SOURCE_PREFIX, OutputSpec, SourceSpec, prepare_outputs, presets
@@ -73,6 +83,45 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _knowledge(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+
+    from agentrag_verl.eval.data import MINI_WIKI_DIR, load_datasets
+    from agentrag_verl.eval.harness import EvalIncomplete
+    from agentrag_verl.eval.runner import RunnerConfig
+    from agentrag_verl.formats import get_format
+
+    from .knowledge import KnowledgeConfig, probe_knowledge, report_markdown
+
+    prog = "agentrag-verl data knowledge"
+    try:
+        get_format(args.format)
+        output_dir(args.out, "--out")
+        if args.api_key_env and not os.environ.get(args.api_key_env):
+            raise ValueError(f"--api-key-env {args.api_key_env}: that environment variable is not set.")
+        datasets = load_datasets(args.data or [str(MINI_WIKI_DIR)], split=args.split, limit=args.limit)
+        runner = RunnerConfig(
+            retriever_url="http://127.0.0.1:9/retrieve",  # never called: closed book
+            **arg_values(args, "tokenizer", "base_url", "model", "api_key_env", "temperature", "prompt_name",
+                         "prompt_length", "response_length"),
+        )  # fmt: skip
+        config = KnowledgeConfig(
+            runner=runner,
+            progress=not args.no_progress,
+            out_dir=args.out,
+            **arg_values(args, "format", "samples", "threshold", "concurrency"),
+        )
+        report = asyncio.run(probe_knowledge(config, datasets))
+    except EvalIncomplete as e:
+        return report_error(prog, e, code=1)
+    except (DataSourceError, ValueError, OSError) as e:
+        return report_error(prog, e)
+    print(report_markdown(report))
+    print(f"labelled rows: {args.out}/<dataset>/{args.split}.jsonl; report: {args.out}/report.json")
+    return 0
+
+
 def _presets(args: argparse.Namespace) -> int:
     for name, preset in presets().items():
         print(f"{name}: {preset.description}")
@@ -112,3 +161,33 @@ def add_parser(subparsers) -> None:
     prep.set_defaults(func=_prepare)
     pre = sub.add_parser("presets", help="List the dataset presets.")
     pre.set_defaults(func=_presets)
+    from .knowledge import __doc__ as knowledge_doc
+
+    k = sub.add_parser(
+        "knowledge",
+        help="Label each question with what a policy knows without retrieval (closed-book answers; resumable).",
+        description=knowledge_doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    k.add_argument(
+        "--format", required=True, help=f"the method whose no-search path is probed: {', '.join(method_names())}"
+    )
+    k.add_argument("--data", action="append", help="dataset spec(s) as in `eval` (default: the mini-wiki)")
+    k.add_argument("--split", default="train", help="split file name inside dataset folders (train)")
+    k.add_argument("--limit", type=positive_int, help="first N questions of each dataset")
+    k.add_argument("--base-url", required=True, help="the policy's OpenAI-compatible API root (http://HOST:PORT/v1)")
+    k.add_argument("--model", required=True, help="the model name the policy server serves")
+    k.add_argument("--tokenizer", required=True, help="HF folder or hub id of the served policy")
+    k.add_argument("--api-key-env", type=api_key_env, help=f"{API_KEY_HELP}; default: no key")
+    k.add_argument(
+        "--samples", type=non_negative_int, default=4, help="sampled answers per question besides the greedy one (4)"
+    )
+    k.add_argument("--temperature", type=float, default=1.0, help="temperature of the sampled answers (1.0)")
+    k.add_argument("--threshold", type=float, default=0.5, help="closed-book rate at which a question is known (0.5)")
+    k.add_argument("--prompt-name", help="a named prompt of the format; default: the paper's")
+    k.add_argument("--prompt-length", type=positive_int, default=1024)
+    k.add_argument("--response-length", type=positive_int, default=512, help="token budget of one answer")
+    k.add_argument("--concurrency", type=positive_int, default=16)
+    k.add_argument("--out", required=True, help="output folder (labelled rows, report.json, the answers)")
+    k.add_argument("--no-progress", action="store_true")
+    k.set_defaults(func=_knowledge)

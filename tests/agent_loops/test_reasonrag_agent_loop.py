@@ -79,3 +79,12 @@ async def test_reasonrag_budget_forces_answer(make_worker, retriever):
     stages = extra[F.STAGES][0]
     assert [tok.decode(ids[st["start"] : st["end"]]) for st in stages] == [R1, G1, " 1934</answer>"]
     assert tok.decode(stages[-1]["prompt_ids"]).endswith(reasonrag.ANSWER_PHRASE + " <answer>")
+
+
+async def test_reasonrag_closed_book_forces_the_answer_without_a_search(make_worker, retriever):
+    """The knowledge probe's no-search path: the first query is not run, the answer is forced at once."""
+    worker = make_worker()
+    out, _ = await run(worker, "reasonrag", StageScript([R1]), retriever_url=retriever.url, closed_book=True)
+    ids, _ = unpad(out)
+    assert out.non_tensor_batch[F.NUM_SEARCHES][0] == 0
+    assert worker.tokenizer.decode(ids) == f"{reasonrag.ANSWER_PHRASE} <answer> 1934</answer>"

@@ -106,7 +106,8 @@ class ReasonRAGAgentLoop(SearchAgentLoop):
                 return  # nothing generated (budget exhausted by the separator / prefill)
             end_index = len(state.response_ids) - 1
             action = spec.extract_action(text)
-            if action is not None and action.kind == "search" and searches_done >= self.budget and not forced:
+            past_budget = searches_done >= self.budget or self.options.closed_book
+            if action is not None and action.kind == "search" and past_budget and not forced:
                 # past the budget the query is not run: drop the stage output (and its separator), force the answer
                 state.truncate(n_before)
                 state.generations -= 1
