@@ -29,6 +29,12 @@ each method's keys      its :meth:`~agentrag_verl.eval.hooks.EvalHooks.dataset` 
 ``reward/<design>``     mean reward of each reward design that scored the trajectories
 ======================  =====================================================================================
 
+Per bucket (:func:`bucket_of`, when the questions carry the knowledge probe's labels, ``agentrag-verl data
+knowledge``): the same metrics over the questions of each bucket, pooled over datasets, plus ``searched``, the share
+of questions answered with at least one search. The buckets: ``known`` (the policy answers the question right
+closed-book at or above the probe's threshold), ``common_unknown`` (common-knowledge questions it does not know) and
+``corpus`` (the other questions it does not know: only the corpus holds their answer).
+
 Decisions: the ``average`` row is the unweighted mean of the per-dataset values (the papers' "Avg." column), skipping
 datasets where a metric is None; a failed judge verdict is left out of ``judge_acc`` / OSR / USR and counted in
 ``judge_failures`` (never scored as right or wrong); SE of the average row is the mean of the per-dataset SEs.
@@ -50,7 +56,12 @@ __all__ = [
     "search_efficiency",
     "aggregate",
     "table_columns",
+    "bucket_of",
+    "BUCKETS",
 ]
+
+BUCKETS = ("known", "common_unknown", "corpus")
+"""Question buckets by what the policy knows (module docstring), in table order."""
 
 _HEAD_COLUMNS = (
     ("n", "N", False),
@@ -158,6 +169,35 @@ def dataset_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def bucket_of(record: Mapping[str, Any]) -> str | None:
+    """The bucket of a record (:data:`BUCKETS`) from its row's knowledge label; None without one.
+
+    >>> meta = {"type": "common-knowledge", "knowledge": {"known": False}}
+    >>> bucket_of({"metadata": meta}), bucket_of({"metadata": {"knowledge": {"known": True}}}), bucket_of({})
+    ('common_unknown', 'known', None)
+    """
+    meta = record.get("metadata") or {}
+    label = meta.get("knowledge") if isinstance(meta, Mapping) else None
+    if not isinstance(label, Mapping):
+        return None
+    if label.get("known"):
+        return "known"
+    return "common_unknown" if meta.get("type") == "common-knowledge" else "corpus"
+
+
+def bucket_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """:func:`dataset_metrics` plus ``searched`` per bucket, over the records that have one (none: ``{}``)."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if (bucket := bucket_of(r)) is not None:
+            groups.setdefault(bucket, []).append(r)
+    return {
+        b: {**dataset_metrics(groups[b]), "searched": _mean(float(r["n_search"] > 0) for r in groups[b])}
+        for b in BUCKETS
+        if b in groups
+    }
+
+
 def _histogram(values: Iterable[int]) -> dict[str, int]:
     counts: dict[int, int] = {}
     for v in values:
@@ -175,7 +215,8 @@ def aggregate(records: Iterable[Mapping[str, Any]], datasets: Sequence[str] | No
         datasets: Dataset order (default: order of first appearance).
 
     Returns:
-        ``{"datasets": {name: metrics}, "average": metrics}``.
+        ``{"datasets": {name: metrics}, "average": metrics}``, and ``"buckets": {bucket: metrics}`` when the records
+        carry knowledge labels.
 
     >>> recs = [
     ...     {"dataset": "a", "em": 1.0, "cem": 1.0, "f1": 1.0, "format_ok": True, "n_search": 2,
@@ -205,4 +246,7 @@ def aggregate(records: Iterable[Mapping[str, Any]], datasets: Sequence[str] | No
         for k, v in m["search_depth_histogram"].items():
             merged[k] = merged.get(k, 0) + v
     average["search_depth_histogram"] = {k: merged[k] for k in sorted(merged, key=int)}
-    return {"datasets": per, "average": average}
+    out = {"datasets": per, "average": average}
+    if buckets := bucket_metrics([r for d in order for r in groups[d]]):
+        out["buckets"] = buckets
+    return out

@@ -64,6 +64,28 @@ def table_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+BUCKET_COLUMNS = (
+    ("n", "N", False),
+    ("searched", "Searched", True),
+    ("search_depth", "SD", False),
+    ("cem", "CEM", True),
+    ("hiprag_osr", "OSR(HiPRAG)", True),
+    ("hiprag_usr", "USR(HiPRAG)", True),
+)
+"""The per-bucket table's columns (key, title, percent)."""
+
+
+def bucket_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows (format, bucket, metrics) of the per-bucket table; no rows without knowledge labels."""
+    header = ["format", "bucket"] + [title for _, title, _ in BUCKET_COLUMNS]
+    rows = [
+        [fmt, bucket] + [format_value(m.get(key), pct) for key, _, pct in BUCKET_COLUMNS]
+        for fmt, agg in summary["formats"].items()
+        for bucket, m in (agg.get("buckets") or {}).items()
+    ]
+    return header, rows
+
+
 def markdown_tables(summary: Mapping[str, Any]) -> str:
     """The summary as a markdown table (percentages for EM/CEM/F1/judge/OSR/USR/format; SE in EM points per
     search; rewards are the mean reward of each design on the format's trajectories)."""
@@ -76,7 +98,19 @@ def markdown_tables(summary: Mapping[str, Any]) -> str:
         "Tokens/q = policy tokens per question (trajectory + auxiliary generations); reward columns = mean reward of "
         "each design on the trajectories of the formats it scores."
     )
-    return "\n".join(lines) + "\n" + notes + "\n"
+    text = "\n".join(lines) + "\n" + notes + "\n"
+    header, rows = bucket_rows(summary)
+    if rows:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        text += (
+            "\nBy what the policy knows (the knowledge probe's labels): known = answered right closed-book at or above "
+            "the probe's threshold; common_unknown = common-knowledge questions it does not know; corpus = the other "
+            "questions it does not know. Searched = share of questions answered with a search (%).\n\n"
+            + "\n".join(lines)
+            + "\n"
+        )
+    return text
 
 
 def rich_table(summary: Mapping[str, Any], title: str = "agentrag-verl eval") -> Any:

@@ -174,3 +174,30 @@ async def test_autosearch_metrics_are_the_rewards_step_view(response, fields):
     assert m["autosearch"]["t_c"] == result.info["as_t_c"] == result.data.t_c
     assert float(m["autosearch"]["over_search"]) == result.info["as_over_search"]
     assert m["autosearch"]["intermediate_em"] == result.data.intermediate_em
+
+
+def test_buckets_by_what_the_policy_knows():
+    """With the knowledge probe's labels: the metrics per bucket, pooled over datasets, and the share searched."""
+    from agentrag_verl.eval.report import markdown_tables
+
+    def meta(kind, known):
+        return {"metadata": {"type": kind, "knowledge": {"known": known, "rate": 1.0 if known else 0.0}}}
+
+    hip = {"over_search": 1, "judged_search": 1, "under_search": 0, "judged_non_search": 1, "failures": 0}
+    records = [
+        rec("common", 1.0, 1.0, 1.0, True, 1, 10, hiprag=hip, **meta("common-knowledge", True)),  # known, searched
+        rec("common", 1.0, 1.0, 1.0, True, 0, 10, **meta("common-knowledge", True)),  # known, not searched
+        rec("common", 0.0, 0.0, 0.0, True, 2, 10, **meta("common-knowledge", False)),
+        rec("single", 1.0, 1.0, 1.0, True, 1, 10, **meta("single-hop", False)),
+        rec("single", 1.0, 1.0, 1.0, True, 0, 10, **meta("single-hop", True)),  # a corpus question it knows
+    ]
+    buckets = aggregate(records)["buckets"]
+    assert list(buckets) == ["known", "common_unknown", "corpus"]
+    assert buckets["known"]["n"] == 3 and buckets["known"]["searched"] == pytest.approx(1 / 3)
+    assert buckets["known"]["search_depth"] == pytest.approx(1 / 3) and buckets["known"]["hiprag_osr"] == 1.0
+    assert (buckets["common_unknown"]["n"], buckets["common_unknown"]["search_depth"]) == (1, 2.0)
+    assert (buckets["corpus"]["n"], buckets["corpus"]["searched"], buckets["corpus"]["cem"]) == (1, 1.0, 1.0)
+    table = markdown_tables({"formats": {"hiprag": aggregate(records)}})
+    assert "| hiprag | known | 3 | 33.3 | 0.33 | 100.0 | 100.0 |" in table
+    assert "buckets" not in aggregate(RECORDS)  # no labels, no bucket table
+    assert "By what the policy knows" not in markdown_tables({"formats": {"x": aggregate(RECORDS)}})
