@@ -675,6 +675,12 @@ def run_script(cmd: list[str], env: Mapping[str, str], knobs: Sequence[str], wor
         raise RuntimeError(f"{Path(cmd[1]).name} failed (exit {returncode}); log {log}:\n{tail}")
 
 
+def _script_env(**knobs: str) -> dict[str, str]:
+    """This environment with this interpreter's scripts first on PATH, ``PYTHON`` and the script's ``knobs``."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "PYTHON": sys.executable, **knobs}
+
+
 def _hydra(value: Any) -> str:
     """A Python scalar as a Hydra override value (None -> null, True -> true)."""
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
@@ -717,23 +723,20 @@ def grpo_stage(
     # train-local starts from step 1 (it clears its checkpoints): an earlier run's trajectories must not stay beside
     # this run's, or rollout_searches would count them
     shutil.rmtree(rollouts_dir(settings, name), ignore_errors=True)
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # agentrag-verl
-        "PYTHON": sys.executable,
-        "PROFILE": "local",
-        "LOCAL_WORK": str(work),
-        "LOCAL_MODEL": str(sft_model),
-        "LOCAL_DATA_DIR": str(train.parent),
-        "LOCAL_RETRIEVER_URL": retriever_url,
-        "LOCAL_JUDGE_URL": judge_url,
-        "LOCAL_STEPS": str(settings.grpo_steps),
-        "LOCAL_BATCH_SIZE": str(settings.grpo_batch_size),
-        "LOCAL_ROLLOUT_N": str(settings.grpo_rollout_n),
-        "LOCAL_RESPONSE_LENGTH": str(settings.response_length),
-        "TRAINER_MODE": settings.grpo_trainer_mode,
+    env = _script_env(
+        PROFILE="local",
+        LOCAL_WORK=str(work),
+        LOCAL_MODEL=str(sft_model),
+        LOCAL_DATA_DIR=str(train.parent),
+        LOCAL_RETRIEVER_URL=retriever_url,
+        LOCAL_JUDGE_URL=judge_url,
+        LOCAL_STEPS=str(settings.grpo_steps),
+        LOCAL_BATCH_SIZE=str(settings.grpo_batch_size),
+        LOCAL_ROLLOUT_N=str(settings.grpo_rollout_n),
+        LOCAL_RESPONSE_LENGTH=str(settings.response_length),
+        TRAINER_MODE=settings.grpo_trainer_mode,
         **settings.recipe_env,
-    }
+    )
     # every step's trajectories (prompt, response, score) as <work>/rollouts/<step>.jsonl: what the policy wrote
     cmd = ["bash", str(script), *grpo_overrides(settings), f"+trainer.rollout_data_dir={rollouts_dir(settings, name)}"]
     with open(MAIN_PPO_LOCK, "a") as lock:
@@ -757,12 +760,6 @@ def grpo_stage(
 REASONRAG_RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "reasonrag" / "dpo"
 
 
-def _script_env(**knobs: str) -> dict[str, str]:
-    """This environment with this interpreter's scripts first on PATH, ``PYTHON`` and the script's ``knobs``."""
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "PYTHON": sys.executable, **knobs}
-
-
 def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, name: str = "mcts") -> dict[str, Any]:
     """ReasonRAG's preference pairs from ``model_dir``'s own MCTS + SPRE: the recipe's generation script
     (``recipes/reasonrag/dpo/run_generate_proguide.sh``, as a user points it at any OpenAI-compatible endpoint) with
@@ -780,12 +777,16 @@ def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, 
         shutil.rmtree(out, ignore_errors=True)  # trees of other weights or settings
     work.mkdir(parents=True, exist_ok=True)
     stamp_file.write_text(json.dumps(stamp))
-    files = []
+    files, n_questions = [], 0
     for ds, qs in load_split(settings, "train", settings.train_limit).items():
         path = work / "questions" / f"{ds}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(q.as_row()) + "\n" for q in qs[: settings.mcts_questions_per_set]))
         files.append(path)
+        n_questions += len(qs[: settings.mcts_questions_per_set])
+    stats_file, pairs = out / "stats.json", out / "pairs.jsonl"
+    if stats_file.exists() and json.loads(stats_file.read_text())["questions"]["total"] == n_questions:
+        return _mcts_result(stats_file, pairs)  # every question searched: no server to start
     env = _script_env(
         DATA=" ".join(str(f) for f in files),
         SOURCES=" ".join(f.stem for f in files),
@@ -804,11 +805,13 @@ def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, 
              "CONCURRENCY"]  # fmt: skip
     with policy_server(settings, model_dir, name) as base_url:
         env["POLICY_URL"] = base_url
-        run_script(cmd, env, knobs, work, done=out / "stats.json")
-    stats = json.loads((out / "stats.json").read_text())
-    pairs = out / "pairs.jsonl"
+        run_script(cmd, env, knobs, work, done=stats_file)
+    return _mcts_result(stats_file, pairs)
+
+
+def _mcts_result(stats_file: Path, pairs: Path) -> dict[str, Any]:
     n_pairs = sum(1 for line in pairs.open(encoding="utf-8") if line.strip())
-    return {**stats, "pairs": str(pairs), "n_pairs": n_pairs}
+    return {**json.loads(stats_file.read_text()), "pairs": str(pairs), "n_pairs": n_pairs}
 
 
 def dpo_stage(settings: PipelineSettings, model_dir: Path, pairs: Path, name: str = "dpo") -> dict[str, Any]:
@@ -821,8 +824,10 @@ def dpo_stage(settings: PipelineSettings, model_dir: Path, pairs: Path, name: st
     work = settings.work_dir / name
     model = work / "model"
     state = model / "trainer_state.json"
-    fingerprint = {"model": model_stamp(model_dir), "pairs": [pairs.stat().st_size, pairs.stat().st_mtime_ns],
-                   "dpo_args": list(settings.dpo_args)}  # fmt: skip
+    import hashlib
+
+    digest = hashlib.sha256(pairs.read_bytes()).hexdigest()
+    fingerprint = {"model": model_stamp(model_dir), "pairs": digest, "dpo_args": list(settings.dpo_args)}
     fingerprint_file = work / "inputs.json"
     if not (state.exists() and fingerprint_file.exists() and json.loads(fingerprint_file.read_text()) == fingerprint):
         shutil.rmtree(model, ignore_errors=True)
