@@ -67,17 +67,10 @@ def test_matrix_row():
     assert cells[5] == "1.03 ±0.07 -> 0.50 ±0.10" and cells[6] == "FAIL: logprobs_agree" and cells[7] == "55 min"
 
 
-@pytest.mark.parametrize(
-    ("design", "algo", "sizes"),
-    [("multistage", "dapo", (6, 4, 4)), ("searchp1", "grpo", (6, 4, 4)), ("searchr1", "ppo", (30, 1, 20))],
-)
-def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path, monkeypatch):
-    """A design other than the demo's gets its own format, prompt and folder, and its recipe's knobs; PPO keeps its
-    recipes' one response per prompt, with a whole pass over the fixed question set per step."""
-    from agentrag_verl.demo.pipeline import PipelineSettings, grpo_overrides, recipe_script
-
+def settings_of(monkeypatch, *argv: str):
+    """The pipeline settings ``learning.py ARGV`` runs with (stopped before anything starts)."""
     learning = load("learning")
-    monkeypatch.setattr(sys, "argv", ["learning.py", "--design", design, "--algo", algo, "--steps", "20"])
+    monkeypatch.setattr(sys, "argv", ["learning.py", *argv])
     captured = {}
 
     def stop(settings):
@@ -87,7 +80,19 @@ def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path
     monkeypatch.setattr("agentrag_verl.demo.pipeline.start_services", lambda s, stack: stop(s))
     with pytest.raises(SystemExit):
         learning.main()
-    s: PipelineSettings = captured["s"]
+    return captured["s"]
+
+
+@pytest.mark.parametrize(
+    ("design", "algo", "sizes"),
+    [("multistage", "dapo", (6, 4, 4)), ("searchp1", "grpo", (6, 4, 4)), ("searchr1", "ppo", (30, 1, 20))],
+)
+def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path, monkeypatch):
+    """A design other than the demo's gets its own format, prompt and folder, and its recipe's knobs; PPO keeps its
+    recipes' one response per prompt, with a whole pass over the fixed question set per step."""
+    from agentrag_verl.demo.pipeline import PipelineSettings, grpo_overrides, recipe_script
+
+    s: PipelineSettings = settings_of(monkeypatch, "--design", design, "--algo", algo, "--steps", "20")
     assert s.format == design and s.prompt_name is None and s.work_dir.parts[-2:] == ("learning", design)
     assert recipe_script(s).parent.name == design and recipe_script(s).name == f"run_{algo}.sh"
     assert (s.grpo_batch_size, s.grpo_rollout_n, s.grpo_passes) == sizes
@@ -100,19 +105,7 @@ def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path
 def test_reasonrag_runs_mcts_then_dpo_with_its_recipe_settings(tmp_path, monkeypatch):
     """ReasonRAG: its own warm start and folder, MCTS sized by the flags, the DPO recipe with the CPU's overrides
     and the benchmark's learning rate."""
-    learning = load("learning")
-    argv = ["learning.py", "--design", "reasonrag", "--mcts-questions", "7", "--mcts-rollouts", "5"]
-    monkeypatch.setattr(sys, "argv", argv)
-    captured = {}
-
-    def stop(settings):
-        captured["s"] = settings
-        raise SystemExit(0)
-
-    monkeypatch.setattr("agentrag_verl.demo.pipeline.start_services", lambda s, stack: stop(s))
-    with pytest.raises(SystemExit):
-        learning.main()
-    s = captured["s"]
+    s = settings_of(monkeypatch, "--design", "reasonrag", "--mcts-questions", "7", "--mcts-rollouts", "5")
     assert s.format == "reasonrag" and s.work_dir.parts[-2:] == ("learning", "reasonrag")
     assert s.mcts_questions_per_set == 7
     assert s.mcts_args == ["--max-rollouts", "5", "--spre-rollouts", "2", "--max-tokens", "128"]
