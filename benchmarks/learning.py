@@ -29,6 +29,13 @@ held-out metrics before and after RL; then the checks:
 4. every step's rollout and actor log-probabilities agree (``actor/ppo_kl`` below :data:`PPO_KL_LIMIT`), and where
    the reward places per-step rewards (AutoSearch) no placement failed.
 
+ReasonRAG (``--design reasonrag``) has no verl run: its warm start (each stage trained on its own prompt)
+searches ``--mcts-questions`` training questions per set by MCTS + SPRE through
+``recipes/reasonrag/dpo/run_generate_proguide.sh`` (the policy served by vLLM; ``--mcts-rollouts`` iterations,
+``--spre-rollouts`` rollouts per node), then ``recipes/reasonrag/dpo/run_dpo.sh`` trains it with TRL's step-level
+DPO on the pairs, and the eval follows. Its checks: at least :data:`MIN_PAIRS` pairs, DPO's reward margin (last 5
+logged points against the first 5) rises by more than 2 SE, CEM holds.
+
 Writes ``<work-dir>/learning_<design>_<algo>.json`` (``benchmarks/learning_matrix.py`` collects them) and appends the
 same summary to ``<work-dir>/learning_runs.jsonl``, so every run of a row stays on record.
 
