@@ -236,6 +236,10 @@ def stage_metrics(records: Sequence[Mapping[str, Any]], design: str) -> dict[str
     row["depth_common"] = list(mean_ci([float(r.get("n_search") or 0) for r in common]))
     row["over_search_common"] = list(mean_ci(per_question("searched", common)))
     row["cem_by_set"] = {s: mean_ci(per_question("cem", rows))[0] for s, rows in by_set.items()}
+    from agentrag_verl.eval.metrics import bucket_metrics
+
+    if buckets := bucket_metrics(records):  # questions labelled by the knowledge probe: `agentrag-verl eval`'s buckets
+        row["buckets"] = buckets
     return row
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "aggregate",
     "table_columns",
     "bucket_of",
+    "bucket_metrics",
     "BUCKETS",
 ]
 

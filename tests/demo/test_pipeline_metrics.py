@@ -36,6 +36,15 @@ def test_stage_row():
     # reward: (0.5 + 1 + (1 + 1 + 0.2 + 1)/4) / 3
     assert row["reward"][0] == pytest.approx((0.5 + 1 + 0.8) / 3, abs=1e-4)
     assert row["cem_by_set"] == {"single_hop": 0.5, "multi_hop": 1.0, "common": 0.75}
+    assert "buckets" not in row  # no knowledge labels
+    # labelled by the knowledge probe: eval's buckets beside the row (the 3 common questions the policy knows, 1
+    # searched; the one it does not; the 3 corpus questions)
+    for r, known in zip(records, [False, False, False, True, True, False, True]):
+        r["metadata"] = {"type": "common-knowledge" if r["dataset"] == "common" else "single-hop",
+                         "knowledge": {"known": known}}  # fmt: skip
+    buckets = stage_metrics(records, "hiprag")["buckets"]
+    assert {b: (m["n"], round(m["searched"], 4)) for b, m in buckets.items()} == {
+        "known": (3, 0.3333), "common_unknown": (1, 0.0), "corpus": (3, 1.0)}  # fmt: skip
 
 
 def test_mean_ci():
