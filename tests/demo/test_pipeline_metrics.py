@@ -39,7 +39,7 @@ def test_stage_row():
     assert "buckets" not in row  # no knowledge labels
     # labelled by the knowledge probe: eval's buckets beside the row (the 3 common questions the policy knows, 1
     # searched; the one it does not; the 3 corpus questions)
-    for r, known in zip(records, [False, False, False, True, True, False, True]):
+    for r, known in zip(records, [False, False, False, True, True, False, True], strict=True):
         r["metadata"] = {"type": "common-knowledge" if r["dataset"] == "common" else "single-hop",
                          "knowledge": {"known": known}}  # fmt: skip
     buckets = stage_metrics(records, "hiprag")["buckets"]
