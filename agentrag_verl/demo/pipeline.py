@@ -768,29 +768,34 @@ def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, 
     """ReasonRAG's preference pairs from ``model_dir``'s own MCTS + SPRE: the recipe's generation script
     (``recipes/reasonrag/dpo/run_generate_proguide.sh``, as a user points it at any OpenAI-compatible endpoint) with
     the policy served by vLLM, over the first ``mcts_questions_per_set`` training questions of each set, with
-    ``mcts_args``. Resumable (the generation job's own resume); searched afresh for other weights or settings.
+    ``mcts_args``. Resumable (the generation job's own resume): more questions per set add to the trees already
+    searched, and the pairs come from every searched question (``stats.json`` counts them); searched afresh for other
+    weights or ``mcts_args``.
 
     Returns the job's statistics (``stats.json``) plus ``pairs`` (the pairs file) and ``n_pairs``.
     """
     work = settings.work_dir / name
     out = work / "proguide"
-    stamp = {"model": model_stamp(model_dir), "mcts_args": list(settings.mcts_args),
-             "questions_per_set": settings.mcts_questions_per_set}  # fmt: skip
+    stamp = {"model": model_stamp(model_dir), "mcts_args": list(settings.mcts_args)}
     stamp_file = work / "stamp.json"
     if stamp_file.exists() and json.loads(stamp_file.read_text()) != stamp:
         shutil.rmtree(out, ignore_errors=True)  # trees of other weights or settings
     work.mkdir(parents=True, exist_ok=True)
     stamp_file.write_text(json.dumps(stamp))
-    files, n_questions = [], 0
+    files, asked = [], set()
     for ds, qs in load_split(settings, "train", settings.train_limit).items():
         path = work / "questions" / f"{ds}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(q.as_row()) + "\n" for q in qs[: settings.mcts_questions_per_set]))
         files.append(path)
-        n_questions += len(qs[: settings.mcts_questions_per_set])
+        asked |= {f"{ds}/{q.id}" for q in qs[: settings.mcts_questions_per_set]}
     stats_file, pairs = out / "stats.json", out / "pairs.jsonl"
-    if stats_file.exists() and json.loads(stats_file.read_text())["questions"]["total"] == n_questions:
-        return _mcts_result(stats_file, pairs)  # every question searched: no server to start
+    if stats_file.exists():
+        from agentrag_verl.jsonl import read_records
+
+        trees = read_records(out / "trees.jsonl", key=lambda t: f"{t['source']}/{t['id']}")
+        if asked <= set(trees) and json.loads(stats_file.read_text())["questions"]["total"] == len(trees):
+            return _mcts_result(stats_file, pairs)  # every question searched, the pairs up to date: no server
     env = _script_env(
         DATA=" ".join(str(f) for f in files),
         SOURCES=" ".join(f.stem for f in files),

@@ -233,7 +233,10 @@ def test_pipeline_mcts_stage_runs_the_generation_script(tmp_path, fake_retriever
         calls = len(server.requests)
         again = P.mcts_stage(s, tmp_path, fake_retriever_module.url)
         assert len(server.requests) == calls  # both questions done: nothing searched again
+        s.mcts_questions_per_set = 3  # one question more: the two trees stay, the third is searched
+        more = P.mcts_stage(s, tmp_path, fake_retriever_module.url)
     assert out["n_pairs"] == again["n_pairs"] == 4 and out["questions"]["total"] == 2  # 2 pairs per question
+    assert (more["n_pairs"], more["questions"]["total"]) == (6, 3)
     command = json.loads((tmp_path / "work" / "mcts" / "command.json").read_text())
     assert command["cmd"][1].endswith("recipes/reasonrag/dpo/run_generate_proguide.sh")
     assert command["env"]["POLICY_URL"] == url and command["env"]["SOURCES"] == "hotpotqa"
