@@ -240,4 +240,4 @@ def test_pipeline_mcts_stage_runs_the_generation_script(tmp_path, fake_retriever
     command = json.loads((tmp_path / "work" / "mcts" / "command.json").read_text())
     assert command["cmd"][1].endswith("recipes/reasonrag/dpo/run_generate_proguide.sh")
     assert command["env"]["POLICY_URL"] == url and command["env"]["SOURCES"] == "hotpotqa"
-    assert len(load_pairs([out["pairs"]])) == 4
+    assert len(load_pairs([more["pairs"]])) == 6
