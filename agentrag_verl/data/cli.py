@@ -1,4 +1,4 @@
-"""``agentrag-verl data``: prepare verl parquet from FlashRAG-layout QA files.
+"""``agentrag-verl data``: prepare verl parquet from FlashRAG-layout QA files, and label what a policy knows.
 
 Examples::
 
@@ -10,6 +10,9 @@ Examples::
     # any FlashRAG-layout file
     agentrag-verl data prepare --input my_qa.jsonl --name myqa --split train --format searchp1 --out data/mine
     agentrag-verl data presets
+    # what a served policy answers right without retrieval, per question (agentrag_verl/data/knowledge.py)
+    agentrag-verl data knowledge --format hiprag --base-url http://127.0.0.1:8000/v1 --model policy \
+        --tokenizer Qwen/Qwen2.5-3B-Instruct --data data/nq --split test --out data/known
 """
 
 from __future__ import annotations
@@ -132,7 +135,10 @@ def add_parser(subparsers) -> None:
     from agentrag_verl.registry import method_names
 
     sub = add_command_group(
-        subparsers, "data", "DATA_COMMAND", help="Prepare verl parquet datasets from FlashRAG-layout QA files."
+        subparsers,
+        "data",
+        "DATA_COMMAND",
+        help="Prepare verl parquet datasets from FlashRAG-layout QA files; label what a policy knows closed-book.",
     )
     prep = sub.add_parser(
         "prepare",
