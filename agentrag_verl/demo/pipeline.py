@@ -151,6 +151,9 @@ class PipelineSettings:
     extra_train_overrides: list[str] = field(default_factory=list)
     mcts_questions_per_set: int = 40
     """ReasonRAG (:func:`mcts_stage`): training questions per set searched by MCTS (the first of ``train_limit``)."""
+    mcts_recipe: str = ""
+    """The MCTS stage's generation script, relative to the repository (a method's, e.g. its
+    ``run_generate_proguide.sh``); the DPO stage runs ``recipe``."""
     mcts_args: list[str] = field(default_factory=list)
     """ReasonRAG: flags for ``agentrag-verl reasonrag generate`` beside the run script's (e.g. ``--max-rollouts 4``)."""
     dpo_args: list[str] = field(default_factory=list)
@@ -759,9 +762,7 @@ def grpo_stage(
     return summary
 
 
-# ------------------------------------------------------------------------------------------------- ReasonRAG
-
-REASONRAG_RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "reasonrag" / "dpo"
+# ------------------------------------------------------------------------------------------------- MCTS and DPO
 
 
 def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, name: str = "mcts") -> dict[str, Any]:
@@ -808,7 +809,7 @@ def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, 
         AGENTRAG=str(Path(sys.executable).parent / "agentrag-verl"),
     )
     # the stage prompts rendered with the warm start's chat template, as its agent loop sends them
-    cmd = ["bash", str(REASONRAG_RECIPES / "run_generate_proguide.sh"), "--policy-api", "completions",
+    cmd = ["bash", str(Path(__file__).resolve().parents[2] / settings.mcts_recipe), "--policy-api", "completions",
            "--policy-tokenizer", str(model_dir), "--no-progress", *settings.mcts_args]  # fmt: skip
     knobs = ["DATA", "SOURCES", "OUT", "POLICY_URL", "POLICY_MODEL", "POLICY_API_KEY_ENV", "RETRIEVER_URL",
              "CONCURRENCY"]  # fmt: skip
@@ -841,7 +842,7 @@ def dpo_stage(settings: PipelineSettings, model_dir: Path, pairs: Path, name: st
     if not (state.exists() and fingerprint_file.exists() and json.loads(fingerprint_file.read_text()) == fingerprint):
         shutil.rmtree(model, ignore_errors=True)
         env = _script_env(MODE="dpo", MODEL=str(model_dir), PAIRS=str(pairs), OUTPUT_DIR=str(model), N_GPUS="1")
-        cmd = ["bash", str(REASONRAG_RECIPES / "run_dpo.sh"), *settings.dpo_args]
+        cmd = ["bash", str(recipe_script(settings)), *settings.dpo_args]
         run_script(cmd, env, ["MODE", "MODEL", "PAIRS", "OUTPUT_DIR", "N_GPUS"], work, done=state)
         fingerprint_file.write_text(json.dumps(fingerprint))
     return {"model": str(model), "log_history": json.loads(state.read_text())["log_history"]}

@@ -64,22 +64,22 @@ def table_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-BUCKET_COLUMNS = (
-    ("n", "N", False),
-    ("searched", "Searched", True),
-    ("search_depth", "SD", False),
-    ("cem", "CEM", True),
-    ("hiprag_osr", "OSR(HiPRAG)", True),
-    ("hiprag_usr", "USR(HiPRAG)", True),
-)
-"""The per-bucket table's columns (key, title, percent)."""
+def bucket_columns() -> list[tuple[str, str, bool]]:
+    """The per-bucket table's columns (key, title, percent): N, Searched, SD, CEM, then each method's own (its
+    over- and under-search rates)."""
+    from agentrag_verl.eval.hooks import method_hooks
+
+    own = [c for hooks in method_hooks().values() for c in hooks.columns]
+    return [("n", "N", False), ("searched", "Searched", True), ("search_depth", "SD", False), ("cem", "CEM", True),
+            *own]  # fmt: skip
 
 
 def bucket_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows (format, bucket, metrics) of the per-bucket table; no rows without knowledge labels."""
-    header = ["format", "bucket"] + [title for _, title, _ in BUCKET_COLUMNS]
+    columns = bucket_columns()
+    header = ["format", "bucket"] + [title for _, title, _ in columns]
     rows = [
-        [fmt, bucket] + [format_value(m.get(key), pct) for key, _, pct in BUCKET_COLUMNS]
+        [fmt, bucket] + [format_value(m.get(key), pct) for key, _, pct in columns]
         for fmt, agg in summary["formats"].items()
         for bucket, m in (agg.get("buckets") or {}).items()
     ]

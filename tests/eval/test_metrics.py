@@ -198,6 +198,6 @@ def test_buckets_by_what_the_policy_knows():
     assert (buckets["common_unknown"]["n"], buckets["common_unknown"]["search_depth"]) == (1, 2.0)
     assert (buckets["corpus"]["n"], buckets["corpus"]["searched"], buckets["corpus"]["cem"]) == (1, 1.0, 1.0)
     table = markdown_tables({"formats": {"hiprag": aggregate(records)}})
-    assert "| hiprag | known | 3 | 33.3 | 0.33 | 100.0 | 100.0 |" in table
+    assert "| hiprag | known | 3 | 33.3 | 0.33 | 100.0 | 100.0 | 0.0 | " in table
     assert "buckets" not in aggregate(RECORDS)  # no labels, no bucket table
     assert "By what the policy knows" not in markdown_tables({"formats": {"x": aggregate(RECORDS)}})

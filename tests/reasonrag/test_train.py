@@ -104,7 +104,8 @@ def test_pipeline_dpo_stage_runs_the_recipe_script(tiny_model_dir, pairs_file, t
     reused, other overrides train again."""
     from agentrag_verl.demo.pipeline import PipelineSettings, dpo_stage
 
-    s = PipelineSettings(work_dir=tmp_path, data_dir=tmp_path, format="reasonrag", dpo_args=CPU)
+    s = PipelineSettings(work_dir=tmp_path, data_dir=tmp_path, format="reasonrag", dpo_args=CPU,
+                         recipe="recipes/reasonrag/dpo/run_dpo.sh")  # fmt: skip
     out = dpo_stage(s, Path(tiny_model_dir), pairs_file)
     command = json.loads((tmp_path / "dpo" / "command.json").read_text())
     assert command["cmd"][1].endswith("recipes/reasonrag/dpo/run_dpo.sh") and command["cmd"][2:] == CPU
@@ -226,7 +227,7 @@ def test_pipeline_mcts_stage_runs_the_generation_script(tmp_path, fake_retriever
 
         monkeypatch.setattr(P, "policy_server", served)
         s = P.PipelineSettings(work_dir=tmp_path / "work", data_dir=data, format="reasonrag",
-                               mcts_questions_per_set=2,
+                               mcts_questions_per_set=2, mcts_recipe="recipes/reasonrag/dpo/run_generate_proguide.sh",
                                mcts_args=["--policy-api", "chat", "--max-rollouts", "5", "--max-iter", "5",
                                           "--spre-rollouts", "1"])  # fmt: skip
         out = P.mcts_stage(s, tmp_path, fake_retriever_module.url)
