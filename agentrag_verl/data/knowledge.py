@@ -120,7 +120,7 @@ async def probe_knowledge(
         EvalIncomplete: Some answers failed after their retries (the others are saved; rerun to finish).
         ValueError: ``out_dir`` holds answers of another policy or settings.
     """
-    from agentrag_verl.warmstart.demos import generate_demos
+    from agentrag_verl.warmstart.demos import DEMOS_FILE, generate_demos
 
     jobs = [("greedy", 1, 0.0)] + ([("sampled", config.samples, config.runner.temperature)] if config.samples else [])
     records: list[dict[str, Any]] = []
@@ -129,7 +129,7 @@ async def probe_knowledge(
         demo_config = _demo_config(config, name, samples, temperature)
         metric = demo_config.resolved_metric
         await generate_demos(demo_config, datasets, llm_client=llm_client)
-        path = Path(demo_config.out_dir) / demo_config.format_name / "demos.jsonl"
+        path = Path(demo_config.out_dir) / demo_config.format_name / DEMOS_FILE
         with open(path, encoding="utf-8") as f:
             for line in f:
                 if line.strip():
