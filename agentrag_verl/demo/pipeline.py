@@ -46,6 +46,8 @@ __all__ = [
     "eval_results",
     "load_split",
     "demo_questions",
+    "known_questions",
+    "knowledge_stage",
     "demos_stage",
     "sft_stage",
     "grpo_stage",
@@ -104,6 +106,10 @@ class PipelineSettings:
     demo_limits: dict[str, int] = field(default_factory=dict)
     """Per-set caps on the questions that get a demonstration, after ``train_limit`` (e.g. ``{"common": 60}``): the
     share of searching demonstrations is what the warm start learns (docs/warmstart.md, section 4)."""
+    demo_knowledge: str = ""
+    """A knowledge probe's folder for the training split (:func:`knowledge_stage`): a common-knowledge question gets a
+    (direct-answer) demonstration only when the probed policy knows it, so the warm start learns to skip the search
+    where its own answer is right (issue "searching only when needed"); empty: every common question of the caps."""
     demo_samples: int = 1
     sft_epochs: int = 2
     sft_batch_size: int = 8
@@ -388,15 +394,88 @@ def policy_server(settings: PipelineSettings, model_dir: Path, name: str) -> Ite
         yield f"http://127.0.0.1:{port}/v1"
 
 
+def knowledge_stage(
+    settings: PipelineSettings,
+    model_dir: Path,
+    split: str,
+    name: str,
+    *,
+    sets: Sequence[str] | None = None,
+    limit: int | None = None,
+    samples: int = 4,
+) -> dict[str, Any]:
+    """What ``model_dir`` knows without retrieval: the knowledge probe (:mod:`agentrag_verl.data.knowledge`: greedy
+    + ``samples`` closed-book answers at temperature 1 per question, through the format's own loop) on ``split``
+    (``sets``: those sets only; ``limit`` questions each). Cached per model in ``<work_dir>/knowledge/<name>``,
+    resumable; returns the probe's report, whose folder holds the labelled rows (:func:`known_questions`)."""
+    import asyncio
+
+    from agentrag_verl.data.knowledge import NO_RETRIEVER, KnowledgeConfig, probe_knowledge
+    from agentrag_verl.eval.runner import RunnerConfig
+
+    datasets = {ds: qs for ds, qs in load_split(settings, split, limit).items() if sets is None or ds in sets}
+    out = settings.work_dir / "knowledge" / name
+    stamp_file, report_file = out / "model_stamp.json", out / "report.json"
+    if stamp_file.exists() and json.loads(stamp_file.read_text()) != model_stamp(model_dir):
+        shutil.rmtree(out)  # answers of other weights
+    if report_file.exists():
+        report = json.loads(report_file.read_text())
+        asked = {ds: len(qs) for ds, qs in datasets.items()}
+        if report.get("samples") == samples and {ds: d["questions"] for ds, d in report["datasets"].items()} == asked:
+            return {**report, "out": str(out), "cached": True}
+    out.mkdir(parents=True, exist_ok=True)
+    stamp_file.write_text(json.dumps(model_stamp(model_dir)))
+    with policy_server(settings, model_dir, name) as base_url:
+        runner = RunnerConfig(
+            tokenizer=str(model_dir),
+            base_url=base_url,
+            model=SERVED_NAME,
+            retriever_url=NO_RETRIEVER,
+            prompt_length=1024,
+            response_length=settings.response_length,
+            temperature=1.0,
+            prompt_name=settings.prompt_name,
+            loop_options={"max_observation_tokens": settings.max_observation_tokens},
+        )
+        config = KnowledgeConfig(runner=runner, format=settings.format, out_dir=str(out), samples=samples,
+                                 progress=sys.stderr.isatty())  # fmt: skip
+        report = asyncio.run(probe_knowledge(config, datasets))
+    return {**report, "out": str(out), "cached": False}
+
+
 def eval_results(settings: PipelineSettings, name: str) -> Path:
     """The results file (one JSON record per question) of the eval stage ``name``."""
     return settings.work_dir / "eval" / name / settings.format / "results.jsonl"
 
 
 def demo_questions(settings: PipelineSettings) -> dict[str, list[Any]]:
-    """The training questions that get a demonstration: ``train_limit`` per set, then ``demo_limits``."""
+    """The training questions that get a demonstration: ``train_limit`` per set, the common-knowledge ones the probed
+    policy knows when ``demo_knowledge`` is set, then ``demo_limits``."""
     datasets = load_split(settings, "train", settings.train_limit)
+    if settings.demo_knowledge:
+        known = known_questions(Path(settings.demo_knowledge), "train")
+        datasets[COMMON_SET] = [q for q in datasets.get(COMMON_SET, []) if q.key in known]
     return {ds: qs[: settings.demo_limits.get(ds, len(qs))] for ds, qs in datasets.items()}
+
+
+def known_questions(probe_dir: Path, split: str) -> set[str]:
+    """Keys (``dataset/id``) of the questions a knowledge probe's labelled rows mark as known.
+
+    Raises:
+        FileNotFoundError: The folder has no labelled rows of ``split`` (run :func:`knowledge_stage` first).
+    """
+    from agentrag_verl.data.knowledge import KNOWLEDGE_KEY
+    from agentrag_verl.eval.data import load_datasets
+
+    files = sorted(Path(probe_dir).glob(f"*/{split}.jsonl"))
+    if not files:
+        raise FileNotFoundError(
+            f"No knowledge labels of the {split!r} split under {probe_dir}: run the knowledge probe first "
+            "(`agentrag-verl data knowledge --split " + split + f" --out {probe_dir}`, or pipeline.knowledge_stage)."
+        )
+    datasets = load_datasets([str(probe_dir)], split=split)
+    return {q.key for qs in datasets.values() for q in qs
+            if ((q.metadata.get("metadata") or {}).get(KNOWLEDGE_KEY) or {}).get("known")}  # fmt: skip
 
 
 def demos_stage(settings: PipelineSettings, tokenizer_dir: Path, retriever_url: str) -> dict[str, Any]:
@@ -591,10 +670,13 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
 def grpo_overrides(settings: PipelineSettings) -> list[str]:
     """What the RL stage changes in the recipe's local profile (Hydra overrides appended to the run script's, each
     one visible in the log): the loop's budgets, the method's reward options for the stand-in judge, the
-    ``grpo_*`` settings that are not None, micro-batches for a 24 GB box, and rollout log-probs as PPO's old
-    log-probs."""
+    ``grpo_*`` settings that are not None, micro-batches for a 24 GB box (actor and critic), and rollout log-probs
+    as PPO's old log-probs."""
     s = settings
-    micro = max(1, min(s.grpo_micro_batch_size, s.grpo_batch_size * s.grpo_rollout_n))
+    # verl splits a mini-batch (all the step's trajectories: ppo_mini_batch_size = the batch's prompts) into equal
+    # micro-batches and asserts that they divide it: the largest divisor within the memory bound (18 -> 3, 30 -> 3)
+    total = s.grpo_batch_size * s.grpo_rollout_n
+    micro = max(d for d in range(1, max(1, min(s.grpo_micro_batch_size, total)) + 1) if total % d == 0)
     algorithm = {
         "actor_rollout_ref.actor.optim.lr": s.grpo_lr,
         "actor_rollout_ref.actor.clip_ratio_low": s.grpo_clip_low,
@@ -616,6 +698,7 @@ def grpo_overrides(settings: PipelineSettings) -> list[str]:
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
+        f"critic.ppo_micro_batch_size_per_gpu={micro}",  # PPO-GAE's critic (unused by GRPO)
         "actor_rollout_ref.rollout.max_num_seqs=32",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={s.grpo_batch_size}",
         "trainer.val_before_train=false",

@@ -17,6 +17,32 @@ def test_demo_limits_cap_sets_after_train_limit(tmp_path):
     assert len(demo_questions(s)["common"]) == 2 and len(demo_questions(s)["single_hop"]) > 5
 
 
+def test_demo_knowledge_keeps_the_common_questions_the_policy_knows(tmp_path):
+    """With a knowledge probe's labels (``demo_knowledge``), a common-knowledge question gets a demonstration only
+    when the probed policy knows it; the caps apply after; the corpus sets are untouched."""
+    import pytest
+
+    from agentrag_verl.demo.pipeline import load_split
+
+    common = load_split(PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR), "train", 12)["common"]
+    probe = tmp_path / "probe"
+    (probe / "common").mkdir(parents=True)
+    rows = []
+    for i, q in enumerate(common):
+        row = q.as_row()
+        row["metadata"] = {**row["metadata"], "knowledge": {"known": i % 3 == 0, "rate": 1.0 if i % 3 == 0 else 0.2}}
+        rows.append(row)
+    (probe / "common" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, train_limit=12, demo_knowledge=str(probe),
+                         demo_limits={"common": 3})  # fmt: skip
+    chosen = demo_questions(s)
+    assert [q.id for q in chosen["common"]] == [common[i].id for i in (0, 3, 6)]  # known: 0, 3, 6, 9; capped at 3
+    assert len(chosen["single_hop"]) == 12
+    s.demo_knowledge = str(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="run the knowledge probe first"):
+        demo_questions(s)
+
+
 def test_sft_data_is_the_selection_in_writer_order(tmp_path):
     s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, train_limit=3, demo_limits={"common": 1})
     everything = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, train_limit=6)
@@ -108,16 +134,20 @@ def test_grpo_reanswers_are_greedy_by_default(tmp_path):
 
 
 def test_grpo_actor_micro_batches_hold_at_most_four_trajectories(tmp_path):
-    """Memory bound of the actor update on a 24 GB box: micro-batches of at most ``grpo_micro_batch_size``
-    trajectories, never more than the step has."""
+    """Memory bound of the actor and critic updates on a 24 GB box: micro-batches of at most
+    ``grpo_micro_batch_size`` trajectories, never more than the step has, and dividing the step's trajectories (verl
+    asserts it: 6 groups of 3 in micro-batches of 4 stopped the first Search-R1 learning run at its first update)."""
     from agentrag_verl.demo.pipeline import grpo_overrides
 
     def micro(**kw):
         overrides = grpo_overrides(PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, **kw))
         return [o.split("=")[1] for o in overrides if "micro_batch_size_per_gpu" in o]
 
-    assert micro(grpo_batch_size=6, grpo_rollout_n=4) == ["4", "4", "4"]
-    assert micro(grpo_batch_size=1, grpo_rollout_n=2) == ["2", "2", "2"]
+    assert micro(grpo_batch_size=6, grpo_rollout_n=4) == ["4"] * 4
+    assert micro(grpo_batch_size=1, grpo_rollout_n=2) == ["2"] * 4
+    assert micro(grpo_batch_size=6, grpo_rollout_n=3) == ["3"] * 4  # 18 trajectories
+    assert micro(grpo_batch_size=30, grpo_rollout_n=1) == ["3"] * 4  # PPO: 30 prompts, one response each
+    assert micro(grpo_batch_size=7, grpo_rollout_n=1) == ["1"] * 4
 
 
 def test_a_stopped_rl_stage_leaves_no_training_running(tmp_path):
