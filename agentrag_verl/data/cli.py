@@ -95,7 +95,7 @@ def _knowledge(args: argparse.Namespace) -> int:
     from agentrag_verl.eval.runner import RunnerConfig
     from agentrag_verl.formats import get_format
 
-    from .knowledge import KnowledgeConfig, probe_knowledge, report_markdown
+    from .knowledge import NO_RETRIEVER, KnowledgeConfig, probe_knowledge, report_markdown
 
     prog = "agentrag-verl data knowledge"
     try:
@@ -105,7 +105,7 @@ def _knowledge(args: argparse.Namespace) -> int:
             raise ValueError(f"--api-key-env {args.api_key_env}: that environment variable is not set.")
         datasets = load_datasets(args.data or [str(MINI_WIKI_DIR)], split=args.split, limit=args.limit)
         runner = RunnerConfig(
-            retriever_url="http://127.0.0.1:9/retrieve",  # never called: closed book
+            retriever_url=NO_RETRIEVER,
             **arg_values(args, "tokenizer", "base_url", "model", "api_key_env", "temperature", "prompt_name",
                          "prompt_length", "response_length"),
         )  # fmt: skip

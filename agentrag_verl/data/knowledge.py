@@ -32,10 +32,13 @@ from typing import Any
 from agentrag_verl.data.flashrag import Question
 from agentrag_verl.eval.runner import RunnerConfig
 
-__all__ = ["KnowledgeConfig", "probe_knowledge", "knowledge_labels", "report_markdown", "KNOWLEDGE_KEY"]
+__all__ = ["KnowledgeConfig", "probe_knowledge", "knowledge_labels", "report_markdown", "KNOWLEDGE_KEY", "NO_RETRIEVER"]
 
 KNOWLEDGE_KEY = "knowledge"
 """The key of the labels in a row's ``metadata``."""
+
+NO_RETRIEVER = "http://127.0.0.1:9/retrieve"
+"""The ``retriever_url`` of a probe's runner: closed-book, its loop never calls one (port 9 refuses if it did)."""
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from typing import Any
 
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.steps import retrieval_step_count
+from agentrag_verl.data.knowledge import KNOWLEDGE_KEY
 from agentrag_verl.eval.hooks import method_hooks
 from agentrag_verl.metrics import cover_exact_match, exact_match, f1_score
 
@@ -173,12 +174,18 @@ def dataset_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def bucket_of(record: Mapping[str, Any]) -> str | None:
     """The bucket of a record (:data:`BUCKETS`) from its row's knowledge label; None without one.
 
-    >>> meta = {"type": "common-knowledge", "knowledge": {"known": False}}
-    >>> bucket_of({"metadata": meta}), bucket_of({"metadata": {"knowledge": {"known": True}}}), bucket_of({})
-    ('common_unknown', 'known', None)
+    A result record keeps the question row's fields beside ``id``/``question``/``golden_answers`` under its own
+    ``metadata`` (:func:`agentrag_verl.eval.harness.build_record`), so the row's ``metadata`` (type, label) is one
+    level down.
+
+    >>> def rec(meta): return {"metadata": {"metadata": meta}}
+    >>> common = rec({"type": "common-knowledge", "knowledge": {"known": False}})
+    >>> bucket_of(common), bucket_of(rec({"knowledge": {"known": True}})), bucket_of(rec({})), bucket_of({})
+    ('common_unknown', 'known', None, None)
     """
-    meta = record.get("metadata") or {}
-    label = meta.get("knowledge") if isinstance(meta, Mapping) else None
+    fields = record.get("metadata")
+    meta = fields.get("metadata") if isinstance(fields, Mapping) else None
+    label = meta.get(KNOWLEDGE_KEY) if isinstance(meta, Mapping) else None
     if not isinstance(label, Mapping):
         return None
     if label.get("known"):
@@ -187,16 +194,32 @@ def bucket_of(record: Mapping[str, Any]) -> str | None:
 
 
 def bucket_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """:func:`dataset_metrics` plus ``searched`` per bucket, over the records that have one (none: ``{}``)."""
+    """:func:`dataset_metrics` per bucket, over the records that have one (none: ``{}``), plus ``searched`` (the
+    share answered with a search), ``direct`` (answered without one) and ``direct_format`` (the share of those that
+    are well-formed: whether the no-search path holds up, e.g. when sampled; None without any).
+
+    >>> recs = [{"dataset": "c", "em": 1.0, "cem": 1.0, "f1": 1.0, "format_ok": ok, "n_search": n,
+    ...          "tokens": {"policy": 9, "aux": 0}, "metadata": {"metadata": {"knowledge": {"known": True}}}}
+    ...         for ok, n in [(True, 0), (False, 0), (True, 0), (True, 1)]]
+    >>> b = bucket_metrics(recs)["known"]
+    >>> b["searched"], b["direct"], round(b["direct_format"], 4)
+    (0.25, 3, 0.6667)
+    """
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for r in records:
         if (bucket := bucket_of(r)) is not None:
             groups.setdefault(bucket, []).append(r)
-    return {
-        b: {**dataset_metrics(groups[b]), "searched": _mean(float(r["n_search"] > 0) for r in groups[b])}
-        for b in BUCKETS
-        if b in groups
-    }
+    out = {}
+    for b in BUCKETS:
+        if b in groups:
+            direct = [r for r in groups[b] if not r["n_search"]]
+            out[b] = {
+                **dataset_metrics(groups[b]),
+                "searched": _mean(float(r["n_search"] > 0) for r in groups[b]),
+                "direct": len(direct),
+                "direct_format": _mean(float(bool(r["format_ok"])) for r in direct) if direct else None,
+            }
+    return out
 
 
 def _histogram(values: Iterable[int]) -> dict[str, int]:

@@ -65,13 +65,13 @@ def table_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def bucket_columns() -> list[tuple[str, str, bool]]:
-    """The per-bucket table's columns (key, title, percent): N, Searched, SD, CEM, then each method's own (its
-    over- and under-search rates)."""
+    """The per-bucket table's columns (key, title, percent): N, Searched, SD, CEM, well-formed no-search answers, then
+    each method's own (its over- and under-search rates)."""
     from agentrag_verl.eval.hooks import method_hooks
 
     own = [c for hooks in method_hooks().values() for c in hooks.columns]
     return [("n", "N", False), ("searched", "Searched", True), ("search_depth", "SD", False), ("cem", "CEM", True),
-            *own]  # fmt: skip
+            ("direct_format", "Direct well-formed", True), *own]  # fmt: skip
 
 
 def bucket_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -106,7 +106,8 @@ def markdown_tables(summary: Mapping[str, Any]) -> str:
         text += (
             "\nBy what the policy knows (the knowledge probe's labels): known = answered right closed-book at or above "
             "the probe's threshold; common_unknown = common-knowledge questions it does not know; corpus = the other "
-            "questions it does not know. Searched = share of questions answered with a search (%).\n\n"
+            "questions it does not know. Searched = share of questions answered with a search (%); Direct "
+            "well-formed = share of the answers given without a search that are well-formed (%).\n\n"
             + "\n".join(lines)
             + "\n"
         )

@@ -37,7 +37,7 @@ class ClosedBookPolicy:
 
 @pytest.mark.parametrize(("fmt", "metric"), [("searchr1", "em"), ("hiprag", "cem")])
 def test_probe_labels_what_the_policy_knows_and_resumes(fmt, metric, tmp_path, fake_openai_server, tiny_model_dir,
-                                                        capsys):  # fmt: skip
+                                                        keyword_retriever, capsys):  # fmt: skip
     from transformers import AutoTokenizer
 
     from agentrag_verl.testing import load_qa, write_qa
@@ -70,6 +70,22 @@ def test_probe_labels_what_the_policy_knows_and_resumes(fmt, metric, tmp_path, f
     assert "| common-knowledge | 2 | 2 | 0 | 2 |" in capsys.readouterr().out
     calls = policy.calls
     assert main(argv) == 0 and policy.calls == calls  # resumed: nothing sampled again
+
+    # `agentrag-verl eval` on the labelled rows splits its metrics by bucket (the policy answers these two sets
+    # without a search)
+    from agentrag_verl.demo.pipeline import known_questions
+
+    assert known_questions(out, "train") == {f"common-knowledge/{r['id']}" for r in by_kind["common-knowledge"]}
+    evaluated = tmp_path / "eval"
+    assert main(["eval", "--format", fmt, f"--base-url={fake_openai_server.base_url}", "--model=fake-model",
+                 f"--tokenizer={tiny_model_dir}", "--split=train", f"--retriever-url={keyword_retriever.url}",
+                 f"--data={out / 'common-knowledge'}", f"--data={out / 'single-hop'}", "--rewards=none",
+                 "--no-progress", f"--out={evaluated}"]) == 0  # fmt: skip
+    buckets = json.loads((evaluated / "metrics.json").read_text())["formats"][fmt]["buckets"]
+    ok = 1.0 if fmt == "searchr1" else 0.0  # the policy writes Search-R1's layout: no HiPRAG <step> block
+    assert {b: (m["n"], m["searched"], m["direct"], m["direct_format"]) for b, m in buckets.items()} == {
+        "known": (2, 0.0, 2, ok), "corpus": (2, 0.0, 2, ok)}  # fmt: skip
+    assert "| Direct well-formed |" in (evaluated / "metrics.md").read_text()
 
 
 def test_probe_refuses_samples_without_temperature(tmp_path, tiny_model_dir, capsys):

@@ -40,8 +40,8 @@ def test_stage_row():
     # labelled by the knowledge probe: eval's buckets beside the row (the 3 common questions the policy knows, 1
     # searched; the one it does not; the 3 corpus questions)
     for r, known in zip(records, [False, False, False, True, True, False, True], strict=True):
-        r["metadata"] = {"type": "common-knowledge" if r["dataset"] == "common" else "single-hop",
-                         "knowledge": {"known": known}}  # fmt: skip
+        r["metadata"] = {"metadata": {"type": "common-knowledge" if r["dataset"] == "common" else "single-hop",
+                                      "knowledge": {"known": known}}}  # fmt: skip
     buckets = stage_metrics(records, "hiprag")["buckets"]
     assert {b: (m["n"], round(m["searched"], 4)) for b, m in buckets.items()} == {
         "known": (3, 0.3333), "common_unknown": (1, 0.0), "corpus": (3, 1.0)}  # fmt: skip

@@ -181,7 +181,8 @@ def test_buckets_by_what_the_policy_knows():
     from agentrag_verl.eval.report import markdown_tables
 
     def meta(kind, known):
-        return {"metadata": {"type": kind, "knowledge": {"known": known, "rate": 1.0 if known else 0.0}}}
+        row_fields = {"metadata": {"type": kind, "knowledge": {"known": known, "rate": 1.0 if known else 0.0}}}
+        return {"metadata": row_fields}  # a record keeps the row's fields (harness.build_record)
 
     hip = {"over_search": 1, "judged_search": 1, "under_search": 0, "judged_non_search": 1, "failures": 0}
     records = [
@@ -198,6 +199,8 @@ def test_buckets_by_what_the_policy_knows():
     assert (buckets["common_unknown"]["n"], buckets["common_unknown"]["search_depth"]) == (1, 2.0)
     assert (buckets["corpus"]["n"], buckets["corpus"]["searched"], buckets["corpus"]["cem"]) == (1, 1.0, 1.0)
     table = markdown_tables({"formats": {"hiprag": aggregate(records)}})
-    assert "| hiprag | known | 3 | 33.3 | 0.33 | 100.0 | 100.0 | 0.0 | " in table
+    # known: 2 answered without a search, both well-formed; common_unknown: none answered without one
+    assert (buckets["known"]["direct"], buckets["common_unknown"]["direct_format"]) == (2, None)
+    assert "| hiprag | known | 3 | 33.3 | 0.33 | 100.0 | 100.0 | 100.0 | 0.0 | " in table
     assert "buckets" not in aggregate(RECORDS)  # no labels, no bucket table
     assert "By what the policy knows" not in markdown_tables({"formats": {"x": aggregate(RECORDS)}})
