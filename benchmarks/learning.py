@@ -345,12 +345,15 @@ def main() -> int:
 
 
 def print_held_out(warm: dict[str, Any], after: dict[str, Any]) -> None:
-    from agentrag_verl.demo.main import markdown, stage_table
+    from agentrag_verl.demo.main import stage_table
+    from agentrag_verl.eval.report import BUCKET_NOTE, bucket_table, markdown
 
     header, rows = stage_table([warm, after])
     print("\nHeld-out mini-wiki test sets (greedy; mean ±95% CI):")
     print(markdown(header, rows))
     print("CEM by set:", {r["stage"]: r["cem_by_set"] for r in (warm, after)})
+    if buckets := bucket_table({r["stage"]: r.get("buckets") for r in (warm, after)}, label="stage"):
+        print(f"\n{BUCKET_NOTE}\n{buckets}")
 
 
 def cem_holds(warm: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

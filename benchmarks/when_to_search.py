@@ -66,23 +66,12 @@ def targets(greedy: dict[str, Any], sampled: dict[str, Any]) -> dict[str, dict[s
     return out
 
 
-def bucket_table(rows: dict[str, dict[str, Any]]) -> str:
-    """Markdown: one line per (eval, bucket)."""
-    lines = ["| eval | bucket | N | searched | SD | CEM | no-search answers | well-formed of those |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for name, row in rows.items():
-        for b, m in row["buckets"].items():
-            wf = "-" if m["direct_format"] is None else f"{100 * m['direct_format']:.1f}%"
-            lines.append(f"| {name} | {b} | {m['n']} | {100 * m['searched']:.1f}% | {m['search_depth']:.2f} | "
-                         f"{100 * m['cem']:.1f}% | {m['direct']} | {wf} |")  # fmt: skip
-    return "\n".join(lines)
-
-
 def main() -> int:
     from learning import demo_parser, parse_demo_args
 
     from agentrag_verl.demo import pipeline as P
     from agentrag_verl.eval.data import load_datasets
+    from agentrag_verl.eval.report import BUCKET_NOTE, bucket_table
 
     p = demo_parser(__doc__)
     p.add_argument("--out-dir", default="outputs/when_to_search", help="The second warm start, probes and evals.")
@@ -136,8 +125,8 @@ def main() -> int:
     print("Knowledge probe, second warm start, test sets:", json.dumps(probe2["datasets"]))
     n_demos = {ds: len(qs) for ds, qs in P.demo_questions(s2).items()}
     print(f"Second warm start: demonstrations per set {n_demos}; kept {demos['kept']} of {demos['trajectories']}")
-    print("\nBy bucket (labels of the second warm start's probe):")
-    print(bucket_table(rows))
+    print(f"\nBy bucket (labels of the second warm start's probe). {BUCKET_NOTE}")
+    print(bucket_table({name: row["buckets"] for name, row in rows.items()}, label="eval"))
     checks = targets(rows["warm2_greedy"], rows["warm2_t1"])
     before = pooled_direct(rows["warm1_t1"]["buckets"])
     print(

@@ -133,11 +133,6 @@ def stage_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
     return header, [[r["stage"]] + [_cell(r.get(k), pct) for k, _, pct in COLUMNS] for r in rows]
 
 
-def markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-
-
 def reward_curve(train_summary: dict[str, Any]) -> list[dict[str, Any]]:
     """Per training step: mean / min / max reward (``critic/score/*``) and mean response length.
 
@@ -218,6 +213,7 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
 
     from agentrag_verl.demo import pipeline as P
     from agentrag_verl.eval.cli import quiet_known_warnings
+    from agentrag_verl.eval.report import BUCKET_NOTE, bucket_table, markdown
 
     quiet_known_warnings()
     console = Console() if sys.stdout.isatty() else Console(width=200)  # logs keep every column
@@ -273,6 +269,9 @@ def run_demo(settings: PipelineSettings, quick: bool = False) -> dict[str, Any]:
     console.print(table)
     console.print(f"[dim]{STAND_IN_NOTE}[/dim]")
     result["table_markdown"] = markdown(header, cells)
+    if buckets := bucket_table({r["stage"]: r.get("buckets") for r in rows}, label="stage"):  # labelled test rows
+        console.print(f"{BUCKET_NOTE}\n{buckets}")
+        result["buckets_markdown"] = buckets
     result["plots"] = [str(p) for p in plot_story(rows, result["grpo"]["reward_curve"], work, settings.method.label)]
     result["wall_s"] = {**timer.phases, "total": timer.total}
     times = Table(title="wall time (s)")

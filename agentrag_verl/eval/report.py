@@ -10,13 +10,22 @@ matplotlib is imported lazily with the Agg backend (no display needed).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentrag_verl.eval.metrics import table_columns
 
-__all__ = ["format_value", "table_rows", "markdown_tables", "rich_table", "plot_accuracy_vs_depth", "write_reports"]
+__all__ = [
+    "format_value",
+    "table_rows",
+    "bucket_table",
+    "markdown",
+    "markdown_tables",
+    "rich_table",
+    "plot_accuracy_vs_depth",
+    "write_reports",
+]
 
 _ACCURACY_LABELS = {"em": "EM", "cem": "CEM (ACC)", "f1": "F1", "judge_acc": "judge accuracy"}
 
@@ -74,43 +83,53 @@ def bucket_columns() -> list[tuple[str, str, bool]]:
             ("direct_format", "Direct well-formed", True), *own]  # fmt: skip
 
 
-def bucket_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows (format, bucket, metrics) of the per-bucket table; no rows without knowledge labels."""
+BUCKET_NOTE = (
+    "By what the policy knows (the knowledge probe's labels): known = answered right closed-book at or above the "
+    "probe's threshold; common_unknown = common-knowledge questions it does not know; corpus = the other questions it "
+    "does not know. Searched = share of questions answered with a search (%); Direct well-formed = share of the "
+    "answers given without a search that are well-formed (%)."
+)
+
+
+def bucket_table(groups: Mapping[str, Mapping[str, Any]], label: str = "format") -> str:
+    """The per-bucket table in Markdown, one row per (group, bucket): ``groups`` maps a name (a format, an eval
+    stage) to its buckets (:func:`~agentrag_verl.eval.metrics.bucket_metrics`); empty when no group has any. Used by
+    ``agentrag-verl eval``, the demo and the benchmarks alike."""
     columns = bucket_columns()
-    header = ["format", "bucket"] + [title for _, title, _ in columns]
+    header = [label, "bucket"] + [title for _, title, _ in columns]
     rows = [
-        [fmt, bucket] + [format_value(m.get(key), pct) for key, _, pct in columns]
-        for fmt, agg in summary["formats"].items()
-        for bucket, m in (agg.get("buckets") or {}).items()
+        [name, bucket] + [format_value(m.get(key), pct) for key, _, pct in columns]
+        for name, buckets in groups.items()
+        for bucket, m in (buckets or {}).items()
     ]
-    return header, rows
+    return markdown(header, rows) if rows else ""
+
+
+def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table.
+
+    >>> print(markdown(["a", "b"], [["1", "2"]]))
+    | a | b |
+    |---|---|
+    | 1 | 2 |
+    """
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def markdown_tables(summary: Mapping[str, Any]) -> str:
     """The summary as a markdown table (percentages for EM/CEM/F1/judge/OSR/USR/format; SE in EM points per
     search; rewards are the mean reward of each design on the format's trajectories)."""
     header, rows = table_rows(summary)
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
     notes = (
         "\nEM, CEM, F1, Judge, OSR, USR and Format in %; SD = mean retrieval calls per question; SE = EM points per "
         "search; OSR / USR columns = a method's over- and under-search rates (its evaluation.py defines them); "
         "Tokens/q = policy tokens per question (trajectory + auxiliary generations); reward columns = mean reward of "
         "each design on the trajectories of the formats it scores."
     )
-    text = "\n".join(lines) + "\n" + notes + "\n"
-    header, rows = bucket_rows(summary)
-    if rows:
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        text += (
-            "\nBy what the policy knows (the knowledge probe's labels): known = answered right closed-book at or above "
-            "the probe's threshold; common_unknown = common-knowledge questions it does not know; corpus = the other "
-            "questions it does not know. Searched = share of questions answered with a search (%); Direct "
-            "well-formed = share of the answers given without a search that are well-formed (%).\n\n"
-            + "\n".join(lines)
-            + "\n"
-        )
+    text = markdown(header, rows) + "\n" + notes + "\n"
+    if buckets := bucket_table({fmt: agg.get("buckets") for fmt, agg in summary["formats"].items()}):
+        text += "\n" + BUCKET_NOTE + "\n\n" + buckets + "\n"
     return text
 
 

@@ -202,5 +202,12 @@ def test_buckets_by_what_the_policy_knows():
     # known: 2 answered without a search, both well-formed; common_unknown: none answered without one
     assert (buckets["known"]["direct"], buckets["common_unknown"]["direct_format"]) == (2, None)
     assert "| hiprag | known | 3 | 33.3 | 0.33 | 100.0 | 100.0 | 100.0 | 0.0 | " in table
+    # the same table for the demo's and the benchmarks' stages (one renderer), empty without labels
+    from agentrag_verl.eval.report import bucket_table
+
+    stages = bucket_table({"warm": aggregate(records)["buckets"], "unlabelled": None}, label="stage")
+    assert stages.startswith("| stage | bucket | N | Searched |") and stages.count("\n") == 4  # header, rule, 3 rows
+    assert "| warm | common_unknown | 1 | 100.0 | 2.00 | 0.0 | - |" in stages
+    assert bucket_table({"unlabelled": None}) == ""
     assert "buckets" not in aggregate(RECORDS)  # no labels, no bucket table
     assert "By what the policy knows" not in markdown_tables({"formats": {"x": aggregate(RECORDS)}})
