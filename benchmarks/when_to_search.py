@@ -19,12 +19,25 @@ demonstrations among 58, chosen by what people know; 5 of its 31 sampled no-sear
 
 Prints the probe's counts, the per-bucket tables and the targets of build item 4: at temperature 1, at least 90% of
 the sampled no-search trajectories are well-formed; corpus questions are searched at least 95% of the time (greedy
-and sampled). Writes ``<out-dir>/when_to_search.json``. Not part of CI (about 45 min on 2 cores with the demo's warm
-start cached); figures in docs/warmstart.md, section 7.
+and sampled).
+
+With ``--rl``, build item 5 (HiPRAG's Table 2 at our size): from the second warm start, HiPRAG's recipe
+(``recipes/hiprag/run_grpo.sh``, local profile, the sizes of ``benchmarks/learning.py``) twice, with the same data,
+steps and seeds: the baseline reward (λp = 0) and HiPRAG's (λp = 0.4), both with both detectors (the stand-in
+judge's under-search verifier on). The fixed set's common questions alternate known and unknown ones
+(:func:`pipeline.rl_questions`). It prints the search rate per bucket at every step, evaluates both on the labelled
+test rows (greedy), plots ``search_rate_per_step.png`` and ``accuracy_vs_searches.png``, and checks the issue's
+claims: the share of known questions answered with a search falls below the warm start's by more than 2 SE
+(paired over questions); OSR below the baseline's; CEM on known questions holds; corpus questions still searched at
+least 95% of the time; overall CEM not below the baseline's; USR not above it.
+
+Writes ``<out-dir>/when_to_search.json``. Not part of CI (about 45 min on 2 cores with the demo's warm start cached;
+``--rl`` adds about 50 min per run); figures in docs/warmstart.md, section 7.
 
 Usage (after ``make demo``)::
 
-    python benchmarks/when_to_search.py
+    python benchmarks/when_to_search.py          # probes, second warm start, bucket evals
+    python benchmarks/when_to_search.py --rl     # then λp = 0 and λp = 0.4
 """
 
 from __future__ import annotations
@@ -36,6 +49,8 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+
+from learning import DESIGNS, add_rl_args, configure_rl, demo_parser, mean_se, parse_demo_args, print_checks
 
 DIRECT_WELL_FORMED_MIN = 0.90
 """Build item 4: share of well-formed trajectories among those sampled at temperature 1 without a search."""
@@ -66,11 +81,80 @@ def targets(greedy: dict[str, Any], sampled: dict[str, Any]) -> dict[str, dict[s
     return out
 
 
-def main() -> int:
-    from learning import demo_parser, parse_demo_args
+LAMBDAS = {"baseline": 0.0, "hiprag": 0.4}
+"""λp of the two RL runs (HiPRAG Eq. 3; 0 = outcome and format only)."""
 
+
+def experiment_checks(records: dict[str, list[dict[str, Any]]], rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The issue's claims from the greedy eval ``records`` and stage ``rows`` of ``warm``, ``baseline`` (λp = 0) and
+    ``hiprag`` (λp = 0.4), all on the same labelled test rows."""
+    from agentrag_verl.demo.pipeline import mean_ci
+    from agentrag_verl.eval.metrics import aggregate, bucket_of
+
+    def known(name: str, key: str) -> dict[str, float]:
+        value = (lambda r: float(r["n_search"] > 0)) if key == "searched" else (lambda r: float(r[key] or 0.0))
+        return {f"{r['dataset']}/{r['id']}": value(r) for r in records[name] if bucket_of(r) == "known"}
+
+    warm, hip = known("warm", "searched"), known("hiprag", "searched")
+    shared = sorted(set(warm) & set(hip))
+    diff, se = mean_se([hip[k] - warm[k] for k in shared]) if len(shared) > 1 else (0.0, float("inf"))
+    avg = {name: aggregate(recs)["average"] for name, recs in records.items()}
+    buckets = {name: row["buckets"] for name, row in rows.items()}
+    cem_w, ci_w = mean_ci(list(known("warm", "cem").values()))
+    cem_h, _ = mean_ci(list(known("hiprag", "cem").values()))
+    osr = {n: avg[n].get("hiprag_osr") for n in ("baseline", "hiprag")}
+    usr = {n: avg[n].get("hiprag_usr") for n in ("baseline", "hiprag")}
+    corpus = buckets["hiprag"].get("corpus", {}).get("searched")
+    cem_b, cem_a = rows["baseline"]["cem"], rows["hiprag"]["cem"]
+    return {
+        "known_searched_drops": {"warm": buckets["warm"]["known"]["searched"],
+                                 "hiprag": buckets["hiprag"]["known"]["searched"], "diff": diff, "se": se,
+                                 "questions": len(shared), "pass": diff < -2 * se},
+        "osr_below_baseline": {**osr, "pass": None not in osr.values() and osr["hiprag"] < osr["baseline"]},
+        "known_cem_holds": {"warm": [cem_w, ci_w], "hiprag": cem_h,
+                            "pass": cem_h is not None and cem_w is not None and cem_h >= cem_w - (ci_w or 0.0)},
+        "corpus_still_searched": {"searched": corpus, "min": CORPUS_SEARCHED_MIN,
+                                  "pass": (corpus or 0.0) >= CORPUS_SEARCHED_MIN},
+        "cem_not_below_baseline": {"baseline": cem_b, "hiprag": cem_a, "pass": cem_a[0] >= cem_b[0] - (cem_b[1] or 0)},
+        "usr_not_above_baseline": {**usr, "pass": None not in usr.values() and usr["hiprag"] <= usr["baseline"]},
+    }  # fmt: skip
+
+
+def plot_experiment(curves: dict[str, list[dict[str, Any]]], rows: dict[str, dict[str, Any]], out: Path) -> list[Path]:
+    """``search_rate_per_step.png`` (per run and bucket: share of trajectories that searched, per step) and
+    ``accuracy_vs_searches.png`` (per eval and bucket: CEM against searches per question)."""
+    from agentrag_verl.eval.report import _pyplot
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for run, steps in curves.items():
+        style = "-" if run == "hiprag" else "--"
+        for bucket in ("known", "common_unknown", "corpus"):
+            points = [(c["step"], c["searched_by_bucket"][bucket]) for c in steps
+                      if bucket in c.get("searched_by_bucket", {})]  # fmt: skip
+            if points:
+                ax.plot([x for x, _ in points], [k / n for _, (k, n) in points], style, marker="o",
+                        label=f"{run} (λp={LAMBDAS[run]}): {bucket}")  # fmt: skip
+    ax.set(xlabel="training step", ylabel="trajectories with a search", ylim=(-0.05, 1.05))
+    ax.legend(fontsize=7)
+    paths = [out / "search_rate_per_step.png"]
+    fig.savefig(paths[0], dpi=120, bbox_inches="tight")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, row in rows.items():
+        for bucket, m in row["buckets"].items():
+            ax.scatter(m["search_depth"], 100 * m["cem"], label=f"{name}: {bucket}")
+    ax.set(xlabel="searches per question", ylabel="CEM (%)")
+    ax.legend(fontsize=7)
+    paths.append(out / "accuracy_vs_searches.png")
+    fig.savefig(paths[1], dpi=120, bbox_inches="tight")
+    plt.close("all")
+    return paths
+
+
+def main() -> int:
     from agentrag_verl.demo import pipeline as P
     from agentrag_verl.eval.data import load_datasets
+    from agentrag_verl.eval.harness import read_results
     from agentrag_verl.eval.report import BUCKET_NOTE, bucket_table
 
     p = demo_parser(__doc__)
@@ -83,6 +167,8 @@ def main() -> int:
     )
     p.add_argument("--samples", type=int, default=4, help="Probe: sampled closed-book answers per question.")
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
+    p.add_argument("--rl", action="store_true", help="Then the two RL runs, λp = 0 and λp = 0.4 (module docstring).")
+    add_rl_args(p)
     args, s = parse_demo_args(p)
     s.eval_limit = args.eval_limit
     s2 = dataclasses.replace(s, work_dir=Path(args.out_dir).resolve(), train_limit=None,
@@ -119,6 +205,20 @@ def main() -> int:
             t = time.perf_counter()
             rows[name] = P.eval_stage(name, model, s2, url, judge_url, datasets=labelled, temperature=temperature)
             mark(f"eval {name}", t)
+        runs: dict[str, Any] = {}
+        for run, lambda_p in LAMBDAS.items() if args.rl else ():
+            s3 = dataclasses.replace(s2, reward_kwargs={"lambda_p": lambda_p, "under_search_detector": True})
+            try:
+                configure_rl(s3, args, DESIGNS["hiprag"]["grpo"], ppo=False)
+            except ValueError as e:
+                p.error(str(e))
+            t = time.perf_counter()
+            rl = P.grpo_stage(s3, warm2, url, judge_url, name=run)
+            mark(f"rl {run}", t)
+            t = time.perf_counter()
+            after = P.eval_stage(run, Path(rl["model"]), s3, url, judge_url, datasets=labelled)
+            mark(f"eval {run}", t)
+            runs[run] = {"settings": s3, "train": rl, "after": after, "curve": P.rollout_searches(s3, run)}
     walls["total"] = round(time.perf_counter() - t0, 1)
 
     print("\nKnowledge probe, first warm start, common training questions:", json.dumps(probe1["datasets"]))
@@ -132,15 +232,41 @@ def main() -> int:
     print(
         f"\nFirst warm start at T=1: {before['well_formed']} of {before['direct']} no-search trajectories well-formed"
     )
-    print("Checks (second warm start):")
-    for name, c in checks.items():
-        print(f"  {name}: {'PASS' if c['pass'] else 'FAIL'}  {json.dumps({k: v for k, v in c.items() if k != 'pass'})}")
+    print_checks(checks, "Checks (second warm start)")
     buckets = {b: m["n"] for b, m in rows["warm2_greedy"]["buckets"].items()}
     print(f"bucket sizes: {buckets} (the experiment needs at least 30 each)")
+    experiment: dict[str, Any] = {}
+    if runs:
+        print("\nsearch rate per step and bucket (searched / trajectories):")
+        for run, r in runs.items():
+            for c in r["curve"]:
+                print(
+                    f"  {run} step {c['step']:>2}: "
+                    + ", ".join(f"{b} {k}/{n}" for b, (k, n) in sorted(c.get("searched_by_bucket", {}).items()))
+                )
+        final = {"warm": rows["warm2_greedy"], **{run: r["after"] for run, r in runs.items()}}
+        print(bucket_table({name: row["buckets"] for name, row in final.items()}, label="eval"))
+        names = {"warm": "warm2_greedy", **{run: run for run in runs}}
+        records = {name: list(read_results(P.eval_results(s2, stage)).values()) for name, stage in names.items()}
+        experiment = {
+            "checks": experiment_checks(records, final),
+            "plots": [str(x) for x in plot_experiment({k: r["curve"] for k, r in runs.items()}, final, s2.work_dir)],
+            "runs": {
+                run: {
+                    "curve": r["curve"],
+                    "after": r["after"],
+                    "reward_kwargs": r["settings"].reward_kwargs,
+                    "settings": r["train"].get("settings"),
+                }
+                for run, r in runs.items()
+            },
+        }
+        print_checks(experiment["checks"], "Checks (HiPRAG's RL against the warm start and the λp = 0 baseline)")
+        checks.update(experiment["checks"])
     print("wall time (s):", json.dumps(walls))
     out = {"command": "python benchmarks/when_to_search.py " + " ".join(sys.argv[1:]), "probe_warm1_train": probe1,
            "probe_warm2_test": probe2, "demonstrations": n_demos, "evals": rows, "checks": checks,
-           "warm1_t1_direct": before, "bucket_sizes": buckets, "walls": walls}  # fmt: skip
+           "warm1_t1_direct": before, "bucket_sizes": buckets, "experiment": experiment, "walls": walls}  # fmt: skip
     path = s2.work_dir / "when_to_search.json"
     path.write_text(json.dumps(out, indent=1, default=str))
     print(f"results: {path}")

@@ -115,6 +115,9 @@ class PipelineSettings:
     sft_batch_size: int = 8
     sft_micro_batch_size: int = 4
     sft_lr: float = 1e-4
+    reward_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Reward options over the method's local ones (:attr:`~agentrag_verl.registry.Method.local_reward_kwargs`), in
+    the RL stage and the evals alike (e.g. HiPRAG's ``lambda_p`` and ``under_search_detector``)."""
     recipe: str = ""
     """The RL stage's run script, relative to the repository (``recipes/hiprag/run_grpo.sh``); empty:
     ``recipes/<format>/run_grpo.sh``. The ``grpo_*`` settings below that are None keep the recipe's value."""
@@ -183,6 +186,11 @@ class PipelineSettings:
         from agentrag_verl.registry import get_method
 
         return get_method(self.format)
+
+    @property
+    def reward_options(self) -> dict[str, Any]:
+        """The reward manager's options: the method's local ones, then ``reward_kwargs``."""
+        return {**self.method.local_reward_kwargs, **self.reward_kwargs}
 
 
 # ------------------------------------------------------------------------------------------------- statistics
@@ -337,7 +345,7 @@ def eval_stage(
         judge_metrics=False,
         # a method trained without a reward manager (ReasonRAG: DPO on MCTS pairs) is scored by its metrics only
         rewards=[settings.format] if settings.method.reward_manager else [],
-        reward_kwargs={settings.format: dict(settings.method.local_reward_kwargs)},
+        reward_kwargs={settings.format: settings.reward_options},
         progress=sys.stderr.isatty(),
     )
     stamp_file = out / "model_stamp.json"
@@ -568,7 +576,7 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
         rows = []
         for ds, qs in load_split(settings, split, limit).items():
             if split == "train" and settings.grpo_passes:
-                qs = [q for q in qs if (ds, q.id) not in demonstrated][: settings.grpo_questions_per_set]
+                qs = rl_questions(settings, ds, [q for q in qs if (ds, q.id) not in demonstrated])
             rows += qa_to_verl_rows(
                 [_row(q) for q in qs],
                 split=split,
@@ -589,6 +597,21 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
     return write_parquet(train, out / "train.parquet"), write_parquet(
         val[: max(1, settings.grpo_val_limit)], out / "test.parquet"
     )
+
+
+def rl_questions(settings: PipelineSettings, dataset: str, undemonstrated: Sequence[Any]) -> list[Any]:
+    """The fixed set's questions of one set (``grpo_passes``): the first ``grpo_questions_per_set`` without a
+    demonstration. With ``demo_knowledge`` the common-knowledge ones alternate between questions the probed policy
+    knows and questions it does not, so RL meets both: a search pays on the second kind only (the demonstrations took
+    the first known ones)."""
+    import itertools
+
+    qs = list(undemonstrated)
+    if settings.demo_knowledge and dataset == COMMON_SET:
+        known = known_questions(Path(settings.demo_knowledge), "train")
+        pairs = itertools.zip_longest([q for q in qs if q.key in known], [q for q in qs if q.key not in known])
+        qs = [q for pair in pairs for q in pair if q is not None]
+    return qs[: settings.grpo_questions_per_set]
 
 
 def _row(q: Any) -> dict[str, Any]:
@@ -614,17 +637,22 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
     whether skipping the search could pay: the reward favours it only where answers without a search are right about
     as often and searches are judged needless.
 
+    With ``demo_knowledge`` (the probe's labels of the training questions) it also counts ``searched_by_bucket``:
+    ``{bucket: [searched, n]}`` over the buckets of :func:`agentrag_verl.eval.metrics.bucket_of` (a corpus question
+    the probe did not label counts as ``corpus``).
+
     Returns:
         ``[{"step", "trajectories", "searched_common": [searched, n], "searched_corpus": [searched, n],
         "right_common": [right & searched, right & not searched], "over_search_common": k,
-        "rewards_by_question": {question: [score of each of its trajectories]}}, ...]``.
+        "rewards_by_question": {question: [score of each of its trajectories]}, "searched_by_bucket"}, ...]``.
     """
     from agentrag_verl.formats import get_format
 
     read_score = settings.method.load("score_reading")
     search_open = get_format(settings.format).action_spec.search_tags[0]
+    known = known_questions(Path(settings.demo_knowledge), "train") if settings.demo_knowledge else None
     questions = sorted(
-        ((q.question, ds) for ds, qs in load_split(settings, "train", settings.train_limit).items() for q in qs),
+        ((q.question, ds, q.key) for ds, qs in load_split(settings, "train", settings.train_limit).items() for q in qs),
         key=lambda item: -len(item[0]),
     )
     out = []
@@ -634,9 +662,10 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
         searches = {"common": 0, "corpus": 0}
         by_question: dict[str, list[float]] = {}
         right_common, over_search_common = [0, 0], 0
+        by_bucket: dict[str, list[int]] = {}
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         for r in records:
-            q, ds = next(((q, d) for q, d in questions if q in r["input"]), (None, None))
+            q, ds, key = next(((q, d, k) for q, d, k in questions if q in r["input"]), (None, None, None))
             if ds is None:
                 continue
             by_question.setdefault(q, []).append(float(r["score"]))
@@ -646,6 +675,11 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
             c = counts[kind]
             c[0] += searched
             c[1] += 1
+            if known is not None:
+                bucket = "known" if key in known else "common_unknown" if ds == COMMON_SET else "corpus"
+                b = by_bucket.setdefault(bucket, [0, 0])
+                b[0] += searched
+                b[1] += 1
             reading = read_score(r["score"]) if read_score and ds == "common" else None
             if reading and reading["right"]:
                 right_common[0 if searched else 1] += 1
@@ -662,6 +696,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
                 "right_common": right_common if read_score else None,
                 "over_search_common": over_search_common if read_score else None,
                 "rewards_by_question": by_question,
+                **({"searched_by_bucket": by_bucket} if known is not None else {}),
             }
         )
     return out
@@ -692,7 +727,7 @@ def grpo_overrides(settings: PipelineSettings) -> list[str]:
         f"++actor_rollout_ref.rollout.custom.agentrag.aux_temperature={_hydra(s.grpo_reanswer_temperature)}",
         # the local profile's first retrieval before the first generation is for a random model; a warm start searches
         "++actor_rollout_ref.rollout.custom.agentrag.initial_search=false",
-        *(f"++reward.reward_kwargs.{k}={_hydra(v)}" for k, v in s.method.local_reward_kwargs.items()),
+        *(f"++reward.reward_kwargs.{k}={_hydra(v)}" for k, v in s.reward_options.items()),
         *(f"{k}={v}" for k, v in algorithm.items() if v is not None),
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",

@@ -23,3 +23,51 @@ def test_targets_pool_the_no_search_path_and_read_the_corpus_bucket():
     sampled["buckets"]["corpus"] = bucket(70, 1.0, 0, None)  # every corpus question searched: 27 / 29
     checks = wts.targets(greedy, sampled)
     assert checks["direct_path_survives_sampling"]["share"] == 0.931 and all(c["pass"] for c in checks.values())
+
+
+def record(qid: str, kind: str, known: bool, searched: bool, cem: float, over: int, under: int) -> dict:
+    judged_search, judged_non = int(searched), int(not searched)
+    return {"dataset": "common" if kind == "common-knowledge" else "single_hop", "id": qid, "em": cem, "cem": cem,
+            "f1": cem, "format_ok": True, "n_search": int(searched), "tokens": {"policy": 10, "aux": 0},
+            "metadata": {"metadata": {"type": kind, "knowledge": {"known": known}}},
+            "hiprag": {"over_search": over, "judged_search": judged_search, "under_search": under,
+                       "judged_non_search": judged_non, "failures": 0}}  # fmt: skip
+
+
+def test_experiment_checks_read_the_issues_claims_from_eval_records():
+    from agentrag_verl.demo.pipeline import stage_metrics
+
+    wts = load("when_to_search")
+    corpus = [("s1", "single-hop", False, True, 1.0, 0, 0), ("s2", "single-hop", False, True, 0.0, 0, 0)]
+    known = [f"k{i}" for i in range(6)]
+    records = {
+        # the warm start searches every known question (each search judged over-search)
+        "warm": [record(q, "common-knowledge", True, True, 1.0, 1, 0) for q in known],
+        # the baseline keeps searching them
+        "baseline": [record(q, "common-knowledge", True, True, 1.0, 1, 0) for q in known],
+        # HiPRAG answers 5 of 6 directly, right (one direct answer judged under-search); its one search is not
+        # judged over-search
+        "hiprag": [record(q, "common-knowledge", True, i == 0, 1.0, 0, int(i == 1)) for i, q in enumerate(known)],
+    }  # fmt: skip
+    for recs in records.values():
+        recs += [record(*c) for c in corpus]
+    rows = {name: stage_metrics(recs, "hiprag") for name, recs in records.items()}
+    checks = wts.experiment_checks(records, rows)
+    drop = checks["known_searched_drops"]
+    assert (drop["warm"], round(drop["hiprag"], 4), round(drop["diff"], 4), drop["questions"]) == (
+        1.0,
+        0.1667,
+        -0.8333,
+        6,
+    )
+    assert drop["pass"]  # SE of the paired differences: sd 0.408 / sqrt(6) = 0.167; -0.83 < -0.33
+    # OSR (Eq. 2, over-search steps / search steps; mean over the two sets): baseline (6/6 + 0/2) / 2, HiPRAG 0
+    assert (checks["osr_below_baseline"]["baseline"], checks["osr_below_baseline"]["hiprag"]) == (0.5, 0.0)
+    assert checks["osr_below_baseline"]["pass"] and checks["corpus_still_searched"]["pass"]
+    assert checks["known_cem_holds"]["pass"] and checks["cem_not_below_baseline"]["pass"]
+    # USR: the baseline took no step without a search, so it has none to compare with: not shown
+    assert checks["usr_not_above_baseline"]["baseline"] is None and not checks["usr_not_above_baseline"]["pass"]
+    # a run that stopped searching the corpus questions fails that claim
+    records["hiprag"][-2:] = [record(c[0], c[1], False, False, 0.0, 0, 1) for c in corpus]
+    rows["hiprag"] = stage_metrics(records["hiprag"], "hiprag")
+    assert not wts.experiment_checks(records, rows)["corpus_still_searched"]["pass"]

@@ -38,6 +38,25 @@ def test_demo_knowledge_keeps_the_common_questions_the_policy_knows(tmp_path):
     chosen = demo_questions(s)
     assert [q.id for q in chosen["common"]] == [common[i].id for i in (0, 3, 6)]  # known: 0, 3, 6, 9; capped at 3
     assert len(chosen["single_hop"]) == 12
+
+    # the RL fixed set of the common questions alternates known and unknown ones among the undemonstrated
+    from agentrag_verl.demo.pipeline import rl_questions, rollout_searches
+
+    s.grpo_passes, s.grpo_questions_per_set = 1, 4
+    undemonstrated = [q for q in common if q.id not in {c.id for c in chosen["common"]}]
+    assert [q.id for q in rl_questions(s, "common", undemonstrated)] == [common[i].id for i in (9, 1, 2, 4)]
+    assert rl_questions(s, "single_hop", chosen["single_hop"]) == chosen["single_hop"][:4]  # corpus sets: in order
+    # ... and the rollouts' search rates per bucket
+    folder = tmp_path / "grpo" / "rollouts"
+    folder.mkdir(parents=True)
+    single = chosen["single_hop"][0].question
+    dump = [(common[9].question, "<search>q</search>"), (common[1].question, "<answer>a</answer>"),
+            (single, "<search>q</search>"), (single, "<answer>a</answer>")]  # fmt: skip
+    (folder / "1.jsonl").write_text("".join(json.dumps({"input": f"Question: {q}", "output": o, "score": 0.2}) + "\n"
+                                            for q, o in dump))  # fmt: skip
+    assert rollout_searches(s, "grpo")[0]["searched_by_bucket"] == {
+        "known": [1, 1], "common_unknown": [0, 1], "corpus": [1, 2]}  # fmt: skip
+
     s.demo_knowledge = str(tmp_path / "nowhere")
     with pytest.raises(FileNotFoundError, match="run the knowledge probe first"):
         demo_questions(s)
@@ -131,6 +150,23 @@ def test_grpo_reanswers_are_greedy_by_default(tmp_path):
     assert key + "0.0" in grpo_overrides(s)
     s.grpo_reanswer_temperature = None
     assert key + "null" in grpo_overrides(s)
+
+
+def test_reward_kwargs_override_the_methods_local_options(tmp_path):
+    """HiPRAG's local default is the "over-search only" ablation; ``reward_kwargs`` turn the under-search detector on
+    and set λp, in the RL stage's overrides and the evals' reward options alike."""
+    from agentrag_verl.demo.pipeline import grpo_overrides
+
+    s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR)
+    assert "++reward.reward_kwargs.under_search_detector=false" in grpo_overrides(s)
+    s.reward_kwargs = {"under_search_detector": True, "lambda_p": 0.0}
+    rewards = [o for o in grpo_overrides(s) if o.startswith("++reward.reward_kwargs.")]
+    assert rewards == [
+        "++reward.reward_kwargs.under_search_detector=true",
+        "++reward.reward_kwargs.judge_error_policy=exclude",
+        "++reward.reward_kwargs.lambda_p=0.0",
+    ]
+    assert s.reward_options == {"under_search_detector": True, "judge_error_policy": "exclude", "lambda_p": 0.0}
 
 
 def test_grpo_actor_micro_batches_hold_at_most_four_trajectories(tmp_path):
