@@ -9,8 +9,9 @@ or a rule's refusal, is an HTTP 400 that says so, never a made-up verdict.
 
 Some rules need the toy world's knowledge, as the papers' judges use their own (HiPRAG's under-search verifier,
 Figure 6: is a step answered without a search factually right?). The stand-in's world is a corpus: by default the
-mini-wiki's (``examples/mini_wiki/corpus.jsonl``, which holds the common-knowledge facts too), or ``--world FILE``
-(:func:`world_passages`).
+mini-wiki's (``examples/mini_wiki/corpus.jsonl``) plus its common-knowledge answer table (every common-knowledge
+question of ``common/{train,test}.jsonl`` with its answer: most of them have no passage, and the papers' judges know
+such facts), or ``--world FILE`` (:func:`world_passages`).
 
 Run: ``python -m agentrag_verl.standin --port 8002`` (then ``judge.base_url=http://127.0.0.1:8002/v1``,
 ``judge.api_key_env=null``); in-process: ``with StandInJudge() as judge: judge.base_url``.
@@ -28,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["verdict", "rules", "StandInJudge", "MODEL_NAME", "main", "set_world", "world_passages"]
+__all__ = ["verdict", "rules", "StandInJudge", "MODEL_NAME", "main", "set_world", "world_passages", "common_answer_table"]
 
 MODEL_NAME = "standin-judge"
 
@@ -50,15 +51,36 @@ def set_world(corpus: str | os.PathLike[str] | None) -> None:
 
 
 def world_passages() -> list[str]:
-    """The passages of the stand-in's world (:func:`set_world`), read once."""
+    """The passages of the stand-in's world (:func:`set_world`), read once: the given corpus, or the mini-wiki's
+    corpus and its common-knowledge answer table (:func:`common_answer_table`)."""
     with _world_lock:
         if _world["passages"] is None:
             from agentrag_verl.eval.data import MINI_WIKI_DIR
 
             path = _world["path"] or MINI_WIKI_DIR / "corpus.jsonl"
             with open(path, encoding="utf-8") as f:
-                _world["passages"] = [json.loads(line)["contents"] for line in f if line.strip()]
+                passages = [json.loads(line)["contents"] for line in f if line.strip()]
+            _world["passages"] = passages if _world["path"] else passages + common_answer_table(MINI_WIKI_DIR)
         return _world["passages"]
+
+
+def common_answer_table(data_dir: str | os.PathLike[str]) -> list[str]:
+    """One line per common-knowledge question of a mini-wiki folder (``common/{train,test}.jsonl``): its stated
+    ``fact`` where the row has one, else the question and its answers (``"What is the capital of Chile? Santiago"``).
+
+    >>> from agentrag_verl.eval.data import MINI_WIKI_DIR
+    >>> table = common_answer_table(MINI_WIKI_DIR)
+    >>> "What is the capital of Chile? Santiago" in table, "The capital of Italy is Rome." in table
+    (True, True)
+    """
+    lines = []
+    for split in ("train", "test"):
+        path = Path(data_dir) / "common" / f"{split}.jsonl"
+        if path.is_file():
+            for row in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
+                fact = (row.get("metadata") or {}).get("fact")
+                lines.append(fact or f"{row['question']} {' / '.join(row['golden_answers'])}")
+    return lines
 
 
 Rule = Callable[[str, str], "str | None"]

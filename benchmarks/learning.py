@@ -233,7 +233,12 @@ def main() -> int:
     p.add_argument("--algo", help="The design's algorithm (its recipe's run script; default the paper's first).")
     add_rl_args(p)
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
-    p.add_argument("--mcts-questions", type=int, default=40, help="ReasonRAG: training questions per set for MCTS.")
+    p.add_argument(
+        "--mcts-questions",
+        type=int,
+        default=64,
+        help="ReasonRAG: training questions per set for MCTS (run 1's 120 questions gave 126 pairs; 192 for 200).",
+    )
     p.add_argument(
         "--mcts-rollouts", type=int, default=6, help="ReasonRAG: MCTS iterations per question (the authors' 64)."
     )

@@ -39,7 +39,7 @@ def test_judge_client_against_the_stand_in():
                                               "api_key_env": None, "max_retries": 0})  # fmt: skip
             try:
                 await client.check()
-                over, same, correct, wrong, under, under_wrong = await client.judge_many(
+                over, same, correct, wrong, under, under_wrong, table, table_wrong = await client.judge_many(
                     [
                         hiprag.over_search_request("The capital of Italy is Rome.", "Rome is Italy's capital."),
                         hiprag.over_search_request("The capital of Italy is Rome.", "It is Milan."),
@@ -47,17 +47,22 @@ def test_judge_client_against_the_stand_in():
                         multistage.correctness_request("Fenwick", ["Kessrow"]),
                         hiprag.under_search_request("I know this.", "The capital of Italy is Rome."),
                         hiprag.under_search_request("I know this.", "Kessrow Bridge was built in 1861."),
+                        # no passage states it: the common-knowledge answer table does
+                        hiprag.under_search_request("I know this.", "The capital of Chile is Santiago."),
+                        hiprag.under_search_request("I know this.", "The capital of Chile is Lima."),
                     ]
                 )
             finally:
                 await client.aclose()
-        return over, same, correct, wrong, under, under_wrong
+        return over, same, correct, wrong, under, under_wrong, table, table_wrong
 
-    over, same, correct, wrong, under, under_wrong = asyncio.run(run())
+    over, same, correct, wrong, under, under_wrong, table, table_wrong = asyncio.run(run())
     assert over.ok and over.value is True and same.ok and same.value is False
     assert correct.ok and correct.value is True and wrong.ok and wrong.value is False
-    # the under-search verifier checks a non-search step's conclusion against the world (the mini-wiki corpus)
+    # the under-search verifier checks a non-search step's conclusion against the world (the mini-wiki corpus and its
+    # common-knowledge answer table)
     assert under.ok and under.value is True and under_wrong.ok and under_wrong.value is False
+    assert table.ok and table.value is True and table_wrong.ok and table_wrong.value is False
 
 
 RIGHT_P1 = (

@@ -4,13 +4,14 @@
   equivalent"?): **True** when at least ``coverage`` (0.8) of the content words of the shorter statement occur in
   the other one, after SQuAD normalization, without stopwords and with a final "s" dropped. "The capital of Italy is
   Rome." and "Rome is the capital city of Italy." are equivalent; "... is Milan." is not.
-- Figure 6 (under-search: is a step taken without a search factually correct?): checked against the stand-in's
-  world (:func:`agentrag_verl.standin.world_passages`, the mini-wiki corpus by default), as GPT-4.1-mini checks it
-  against its own knowledge. **True** when one passage holds every name and number of the step's conclusion
-  (capitalized words after the first, words with digits) and at least ``coverage`` (0.8) of its content words, as
-  above. "The capital of Italy is Rome." is True; "... is Milan." and "Kessrow Bridge was built in 1861." (1761 in
-  the corpus) are False; so is a conclusion with no content words, or a claim the world does not hold. The reasoning
-  is not checked (Figure 6's second question, internal logic, needs reading, not rules).
+- Figure 6 (under-search: is a step taken without a search factually correct?): checked against the stand-in's world
+  (:func:`agentrag_verl.standin.world_passages`: by default the mini-wiki corpus and its common-knowledge answer
+  table), as GPT-4.1-mini checks it against its own knowledge. **True** when one passage holds every name and number
+  of the step's conclusion (capitalized words after the first, words with digits) and at least ``coverage`` (0.8) of
+  its content words, as above. "The capital of Italy is Rome." is True; "... is Milan." and "Kessrow Bridge was
+  built in 1861." (1761 in the corpus) are False; so is a conclusion with no content words, or a claim the world
+  does not hold. The reasoning is not checked (Figure 6's second question, internal logic, needs reading, not
+  rules).
 """
 
 from __future__ import annotations
