@@ -1,6 +1,7 @@
 """The learning matrix: one row per ``benchmarks/learning.py`` run, from the JSON summaries it writes.
 
-Columns: held-out CEM after the warm start and after RL (mean ±95% CI); the training reward of the first 5 steps
+Columns: the held-out questions (the mini-wiki test sets grew from 100 to 190); held-out CEM after the warm start and
+after RL (mean ±95% CI); the training reward of the first 5 steps
 against the last 5 (ReasonRAG: DPO's reward margin over its first and last 5 logged points), with the standard
 error of the difference and whether it exceeds 2 SE; searches per question on
 corpus-only and on common-knowledge test questions, before -> after; the checks; wall time; the command.
@@ -41,6 +42,7 @@ def row(summary: dict[str, Any]) -> list[str]:
     failed = [name for name, c in checks.items() if not c["pass"]]
     return [
         f"{summary['design']} ({summary['algo']})",
+        str(warm.get("n", "-")),
         _pm(warm.get("cem")),
         _pm(after.get("cem")),
         reward,
@@ -52,8 +54,8 @@ def row(summary: dict[str, Any]) -> list[str]:
     ]
 
 
-HEADER = ["design", "CEM warm start %", "CEM after %", "reward first 5 -> last 5", "searches/q corpus",
-          "searches/q common", "checks", "wall", "command"]  # fmt: skip
+HEADER = ["design", "test questions", "CEM warm start %", "CEM after %", "reward first 5 -> last 5",
+          "searches/q corpus", "searches/q common", "checks", "wall", "command"]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

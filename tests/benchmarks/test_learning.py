@@ -55,7 +55,7 @@ def test_matrix_row():
     matrix = load("learning_matrix")
     summary = {
         "design": "hiprag", "algo": "grpo", "command": "python benchmarks/learning.py --design hiprag",
-        "warm": {"cem": [0.67, 0.093], "depth_corpus": [1.01, 0.03], "depth_common": [1.03, 0.07]},
+        "warm": {"n": 190, "cem": [0.67, 0.093], "depth_corpus": [1.01, 0.03], "depth_common": [1.03, 0.07]},
         "after": {"cem": [0.711, 0.09], "depth_corpus": [1.0, 0.0], "depth_common": [0.5, 0.1]},
         "checks": {"reward_rises": {"first5": [0.36, 0.05], "last5": [0.58, 0.05], "diff": 0.22, "se": 0.1,
                                     "pass": True},
@@ -63,8 +63,8 @@ def test_matrix_row():
         "walls": {"total": 3300.0},
     }  # fmt: skip
     cells = matrix.row(summary)
-    assert cells[:4] == ["hiprag (grpo)", "67.0 ±9.3", "71.1 ±9.0", "0.360 -> 0.580 (+2.20 SE)"]
-    assert cells[5] == "1.03 ±0.07 -> 0.50 ±0.10" and cells[6] == "FAIL: logprobs_agree" and cells[7] == "55 min"
+    assert cells[:5] == ["hiprag (grpo)", "190", "67.0 ±9.3", "71.1 ±9.0", "0.360 -> 0.580 (+2.20 SE)"]
+    assert cells[6] == "1.03 ±0.07 -> 0.50 ±0.10" and cells[7] == "FAIL: logprobs_agree" and cells[8] == "55 min"
 
 
 def settings_of(monkeypatch, *argv: str):
@@ -124,4 +124,5 @@ def test_margin_rise_needs_more_than_noise():
         "warm": {"cem": [0.5, 0.1]}, "after": {"cem": [0.52, 0.1]}, "walls": {"total": 3000.0},
         "checks": {"pairs_enough": {"pass": True}, "margin_rises": {**rise, "pass": True}, "cem_holds": {"pass": True}},
     }  # fmt: skip
-    assert matrix.row(summary)[3].startswith("margin 0.060 -> 0.090")
+    assert matrix.row(summary)[4].startswith("margin 0.060 -> 0.090")
+    assert matrix.row(summary)[1] == "-"  # a summary without the question count
