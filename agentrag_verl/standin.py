@@ -29,7 +29,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["verdict", "rules", "StandInJudge", "MODEL_NAME", "main", "set_world", "world_passages", "common_answer_table"]
+__all__ = [
+    "verdict",
+    "rules",
+    "StandInJudge",
+    "MODEL_NAME",
+    "main",
+    "set_world",
+    "world_passages",
+    "common_answer_table",
+]
 
 MODEL_NAME = "standin-judge"
 

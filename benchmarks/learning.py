@@ -168,6 +168,21 @@ def parse_demo_args(p: argparse.ArgumentParser) -> tuple[argparse.Namespace, Any
     return args, s
 
 
+class Walls(dict):
+    """Wall time (s) per phase, printed as each ends; ``total`` since creation once :meth:`finish` is called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t0 = time.perf_counter()
+
+    def mark(self, name: str, since: float) -> None:
+        self[name] = round(time.perf_counter() - since, 1)
+        print(f"[{name}: {self[name]} s]", flush=True)
+
+    def finish(self) -> None:
+        self["total"] = round(time.perf_counter() - self.t0, 1)
+
+
 def add_rl_args(p: argparse.ArgumentParser) -> None:
     """The RL run's options (sizes, learning rate, KL, warm-up, the fixed question set); :func:`configure_rl`
     applies them."""
@@ -266,42 +281,36 @@ def main() -> int:
                    "--max-tokens", "128", "--no-seed"]  # fmt: skip
     s.dpo_args = [*design.get("dpo_args", []), *(["--learning_rate", str(args.lr)] if args.lr else [])]
     run = f"{args.design}_{algo}"
-    walls: dict[str, float] = {}
-    t0 = time.perf_counter()
-
-    def mark(name: str, t: float) -> None:
-        walls[name] = round(time.perf_counter() - t, 1)
-        print(f"[{name}: {walls[name]} s]", flush=True)
-
+    walls = Walls()
     with ExitStack() as stack:
         t = time.perf_counter()
         base, url, judge_url = P.start_services(s, stack)
-        mark("setup", t)
+        walls.mark("setup", t)
         t = time.perf_counter()
         demos = P.demos_stage(s, base, url)
         print(f"demonstrations: kept {demos['kept']} of {demos['trajectories']}; rejected {demos['rejected']}")
-        mark("demonstrations", t)
+        walls.mark("demonstrations", t)
         t = time.perf_counter()
         sft = P.sft_stage(s, base)
-        mark("sft", t)
+        walls.mark("sft", t)
         t = time.perf_counter()
         warm = P.eval_stage("warm_start_bench", Path(sft["model"]), s, url, judge_url)
-        mark("eval warm start", t)
+        walls.mark("eval warm start", t)
         mcts = None
         if args.design == "reasonrag":
             t = time.perf_counter()
             mcts = P.mcts_stage(s, Path(sft["model"]), url, name=f"{run}_mcts")
-            mark("mcts", t)
+            walls.mark("mcts", t)
             t = time.perf_counter()
             rl = P.dpo_stage(s, Path(sft["model"]), Path(mcts["pairs"]), name=f"{run}_bench")
         else:
             t = time.perf_counter()
             rl = P.grpo_stage(s, Path(sft["model"]), url, judge_url, name=f"{run}_bench")
-        mark(algo, t)
+        walls.mark(algo, t)
         t = time.perf_counter()
         after = P.eval_stage(f"{run}_bench", Path(rl["model"]), s, url, judge_url)
-        mark(f"eval after {algo}", t)
-    walls["total"] = round(time.perf_counter() - t0, 1)
+        walls.mark(f"eval after {algo}", t)
+    walls.finish()
     command = "python benchmarks/learning.py " + " ".join(sys.argv[1:])
     common = {"design": args.design, "algo": algo, "recipe": s.recipe, "command": command, "walls": walls,
               "warm": warm, "after": after, "demos": demos}  # fmt: skip

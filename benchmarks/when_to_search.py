@@ -50,7 +50,16 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from learning import DESIGNS, add_rl_args, configure_rl, demo_parser, mean_se, parse_demo_args, print_checks
+from learning import (
+    DESIGNS,
+    Walls,
+    add_rl_args,
+    configure_rl,
+    demo_parser,
+    mean_se,
+    parse_demo_args,
+    print_checks,
+)
 
 DIRECT_WELL_FORMED_MIN = 0.90
 """Build item 4: share of well-formed trajectories among those sampled at temperature 1 without a search."""
@@ -173,38 +182,32 @@ def main() -> int:
     s.eval_limit = args.eval_limit
     s2 = dataclasses.replace(s, work_dir=Path(args.out_dir).resolve(), train_limit=None,
                              demo_limits={**s.demo_limits, P.COMMON_SET: args.known_demos})  # fmt: skip
-    walls: dict[str, float] = {}
-    t0 = time.perf_counter()
-
-    def mark(name: str, t: float) -> None:
-        walls[name] = round(time.perf_counter() - t, 1)
-        print(f"[{name}: {walls[name]} s]", flush=True)
-
+    walls = Walls()
     with ExitStack() as stack:
         t = time.perf_counter()
         base, url, judge_url = P.start_services(s, stack)
         P.demos_stage(s, base, url)
         warm1 = Path(P.sft_stage(s, base)["model"])
-        mark("first warm start", t)
+        walls.mark("first warm start", t)
         t = time.perf_counter()
         probe1 = P.knowledge_stage(s2, warm1, "train", "warm1_train", sets=[P.COMMON_SET], samples=args.samples)
-        mark("probe first warm start (train)", t)
+        walls.mark("probe first warm start (train)", t)
         s2.demo_knowledge = probe1["out"]
         t = time.perf_counter()
         demos = P.demos_stage(s2, base, url)
         sft2 = P.sft_stage(s2, base)
         warm2 = Path(sft2["model"])
-        mark("second warm start", t)
+        walls.mark("second warm start", t)
         t = time.perf_counter()
         probe2 = P.knowledge_stage(s2, warm2, "test", "warm2_test", limit=s2.eval_limit, samples=args.samples)
-        mark("probe second warm start (test)", t)
+        walls.mark("probe second warm start (test)", t)
         labelled = load_datasets([probe2["out"]], split="test")
         rows = {}
         for name, model, temperature in (("warm2_greedy", warm2, 0.0), ("warm2_t1", warm2, 1.0),
                                          ("warm1_t1", warm1, 1.0)):  # fmt: skip
             t = time.perf_counter()
             rows[name] = P.eval_stage(name, model, s2, url, judge_url, datasets=labelled, temperature=temperature)
-            mark(f"eval {name}", t)
+            walls.mark(f"eval {name}", t)
         runs: dict[str, Any] = {}
         for run, lambda_p in LAMBDAS.items() if args.rl else ():
             s3 = dataclasses.replace(s2, reward_kwargs={"lambda_p": lambda_p, "under_search_detector": True})
@@ -214,12 +217,12 @@ def main() -> int:
                 p.error(str(e))
             t = time.perf_counter()
             rl = P.grpo_stage(s3, warm2, url, judge_url, name=run)
-            mark(f"rl {run}", t)
+            walls.mark(f"rl {run}", t)
             t = time.perf_counter()
             after = P.eval_stage(run, Path(rl["model"]), s3, url, judge_url, datasets=labelled)
-            mark(f"eval {run}", t)
+            walls.mark(f"eval {run}", t)
             runs[run] = {"settings": s3, "train": rl, "after": after, "curve": P.rollout_searches(s3, run)}
-    walls["total"] = round(time.perf_counter() - t0, 1)
+    walls.finish()
 
     print("\nKnowledge probe, first warm start, common training questions:", json.dumps(probe1["datasets"]))
     print("Knowledge probe, second warm start, test sets:", json.dumps(probe2["datasets"]))

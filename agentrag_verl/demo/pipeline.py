@@ -331,7 +331,6 @@ def eval_stage(
     import asyncio
 
     from agentrag_verl.eval.harness import EvalConfig, evaluate, read_results
-    from agentrag_verl.eval.runner import RunnerConfig
 
     datasets = datasets if datasets is not None else load_split(settings, "test", settings.eval_limit)
     results = eval_results(settings, name)
@@ -348,31 +347,21 @@ def eval_stage(
         reward_kwargs={settings.format: settings.reward_options},
         progress=sys.stderr.isatty(),
     )
-    stamp_file = out / "model_stamp.json"
-    if stamp_file.exists() and json.loads(stamp_file.read_text()) != model_stamp(model_dir):
-        shutil.rmtree(out)  # results of other weights
-    out.mkdir(parents=True, exist_ok=True)
-    stamp_file.write_text(json.dumps(model_stamp(model_dir)))
+    _results_of(out, model_dir)
     done = read_results(results)
     if not keys - set(done):
         records = [done[k] for k in keys]
         return {"stage": name, "model": str(model_dir), "cached": True, **stage_metrics(records, settings.format)}
     with policy_server(settings, model_dir, name) as base_url:
-        runner = RunnerConfig(
-            tokenizer=str(model_dir),
-            base_url=base_url,
-            model=SERVED_NAME,
-            retriever_url=retriever_url,
-            prompt_length=1024,
-            response_length=settings.response_length,
-            temperature=temperature,
-            prompt_name=settings.prompt_name,
-            loop_options={
-                "max_observation_tokens": settings.max_observation_tokens,
-                "reanswer_max_tokens": settings.reanswer_max_tokens,
-                # a sampled eval re-answers as the GRPO stage does (greedy eval: greedy anyway, fingerprint unchanged)
-                **({"aux_temperature": settings.grpo_reanswer_temperature} if temperature > 0 else {}),
-            },
+        runner = _policy_runner(
+            settings,
+            model_dir,
+            base_url,
+            retriever_url,
+            temperature,
+            reanswer_max_tokens=settings.reanswer_max_tokens,
+            # a sampled eval re-answers as the GRPO stage does (greedy eval: greedy anyway, fingerprint unchanged)
+            **({"aux_temperature": settings.grpo_reanswer_temperature} if temperature > 0 else {}),
         )
         config = EvalConfig(runner=runner, **config_kwargs)
         run_file = out / "run.json"
@@ -381,6 +370,41 @@ def eval_stage(
         asyncio.run(evaluate(config, datasets))
     records = [r for k, r in read_results(results).items() if k in keys]
     return {"stage": name, "model": str(model_dir), "cached": False, **stage_metrics(records, settings.format)}
+
+
+def _results_of(out: Path, model_dir: Path) -> None:
+    """Keep in ``out`` the results of ``model_dir``'s weights only: cleared when its ``model_stamp.json`` names other
+    weights, then stamped."""
+    stamp_file = out / "model_stamp.json"
+    if stamp_file.exists() and json.loads(stamp_file.read_text()) != model_stamp(model_dir):
+        shutil.rmtree(out)  # results of other weights
+    out.mkdir(parents=True, exist_ok=True)
+    stamp_file.write_text(json.dumps(model_stamp(model_dir)))
+
+
+def _policy_runner(
+    settings: PipelineSettings,
+    model_dir: Path,
+    base_url: str,
+    retriever_url: str,
+    temperature: float,
+    **loop_options: Any,
+) -> Any:
+    """The :class:`~agentrag_verl.eval.runner.RunnerConfig` of the policy served by :func:`policy_server`: the run's
+    prompt, budgets and observation cap, plus ``loop_options``."""
+    from agentrag_verl.eval.runner import RunnerConfig
+
+    return RunnerConfig(
+        tokenizer=str(model_dir),
+        base_url=base_url,
+        model=SERVED_NAME,
+        retriever_url=retriever_url,
+        prompt_length=1024,
+        response_length=settings.response_length,
+        temperature=temperature,
+        prompt_name=settings.prompt_name,
+        loop_options={"max_observation_tokens": settings.max_observation_tokens, **loop_options},
+    )
 
 
 @contextmanager
@@ -419,32 +443,18 @@ def knowledge_stage(
     import asyncio
 
     from agentrag_verl.data.knowledge import NO_RETRIEVER, KnowledgeConfig, probe_knowledge
-    from agentrag_verl.eval.runner import RunnerConfig
 
     datasets = {ds: qs for ds, qs in load_split(settings, split, limit).items() if sets is None or ds in sets}
     out = settings.work_dir / "knowledge" / name
-    stamp_file, report_file = out / "model_stamp.json", out / "report.json"
-    if stamp_file.exists() and json.loads(stamp_file.read_text()) != model_stamp(model_dir):
-        shutil.rmtree(out)  # answers of other weights
+    _results_of(out, model_dir)
+    report_file = out / "report.json"
     if report_file.exists():
         report = json.loads(report_file.read_text())
         asked = {ds: len(qs) for ds, qs in datasets.items()}
         if report.get("samples") == samples and {ds: d["questions"] for ds, d in report["datasets"].items()} == asked:
             return {**report, "out": str(out), "cached": True}
-    out.mkdir(parents=True, exist_ok=True)
-    stamp_file.write_text(json.dumps(model_stamp(model_dir)))
     with policy_server(settings, model_dir, name) as base_url:
-        runner = RunnerConfig(
-            tokenizer=str(model_dir),
-            base_url=base_url,
-            model=SERVED_NAME,
-            retriever_url=NO_RETRIEVER,
-            prompt_length=1024,
-            response_length=settings.response_length,
-            temperature=1.0,
-            prompt_name=settings.prompt_name,
-            loop_options={"max_observation_tokens": settings.max_observation_tokens},
-        )
+        runner = _policy_runner(settings, model_dir, base_url, NO_RETRIEVER, 1.0)
         config = KnowledgeConfig(runner=runner, format=settings.format, out_dir=str(out), samples=samples,
                                  progress=sys.stderr.isatty())  # fmt: skip
         report = asyncio.run(probe_knowledge(config, datasets))
