@@ -344,19 +344,7 @@ def main() -> int:
     print_held_out(warm, after)
 
     checks: dict[str, dict[str, Any]] = {}
-    if len(rewards) >= 10:
-        first, last = mean_se(rewards[:5]), mean_se(rewards[-5:])
-        diff, se = last[0] - first[0], math.sqrt(first[1] ** 2 + last[1] ** 2)
-        steps = sorted(searches)
-        paired = paired_rise(
-            [searches[k]["rewards_by_question"] for k in steps[:5]],
-            [searches[k]["rewards_by_question"] for k in steps[-5:]],
-        )
-        rise = {"first5": first, "last5": last, "diff": diff, "se_over_steps": se, "pass_over_steps": diff > 2 * se}
-        if args.fixed_set and paired:
-            rise.update(se=paired["se"], paired=paired, **{"pass": paired["pass"]})
-        else:
-            rise.update(se=se, **{"pass": rise["pass_over_steps"]})
+    if rise := reward_rise(rewards, searches, paired=args.fixed_set):
         checks["reward_rises"] = rise
     checks["cem_holds"] = cem_holds(warm, after)
     ev = [c["vf_explained_var"] for c in curve if c["vf_explained_var"] is not None]
@@ -375,6 +363,25 @@ def main() -> int:
            "searches": list(searches.values()), "checks": checks, "settings": rl.get("settings"),
            "stand_ins": stand_ins}  # fmt: skip
     return finish(s, run, out)
+
+
+def reward_rise(rewards: list[float], searches: dict[int, dict[str, Any]], *, paired: bool) -> dict[str, Any] | None:
+    """Check 1: the mean training reward of the last 5 steps against the first 5's (None under 10 steps). Over
+    steps; with ``paired`` (the fixed question set) its standard error and verdict come from :func:`paired_rise` over
+    the questions of :func:`pipeline.rollout_searches`' ``rewards_by_question`` (``searches``: by step)."""
+    if len(rewards) < 10:
+        return None
+    first, last = mean_se(rewards[:5]), mean_se(rewards[-5:])
+    diff, se = last[0] - first[0], math.sqrt(first[1] ** 2 + last[1] ** 2)
+    steps = sorted(searches)
+    by_question = paired_rise(
+        [searches[k]["rewards_by_question"] for k in steps[:5]],
+        [searches[k]["rewards_by_question"] for k in steps[-5:]],
+    )
+    rise = {"first5": first, "last5": last, "diff": diff, "se_over_steps": se, "pass_over_steps": diff > 2 * se}
+    if paired and by_question:
+        return {**rise, "se": by_question["se"], "paired": by_question, "pass": by_question["pass"]}
+    return {**rise, "se": se, "pass": rise["pass_over_steps"]}
 
 
 def print_held_out(warm: dict[str, Any], after: dict[str, Any]) -> None:

@@ -29,7 +29,8 @@ judge's under-search verifier on). The fixed set's common questions alternate kn
 test rows (greedy), plots ``search_rate_per_step.png`` and ``accuracy_vs_searches.png``, and checks the issue's
 claims: the share of known questions answered with a search falls below the warm start's by more than 2 SE
 (paired over questions); OSR below the baseline's; CEM on known questions holds; corpus questions still searched at
-least 95% of the time; overall CEM not below the baseline's; USR not above it.
+least 95% of the time; overall CEM not below the baseline's; USR not above it. Each run's training reward is checked as
+``benchmarks/learning.py`` checks it (last 5 steps against the first 5, paired over the fixed set's questions).
 
 Writes ``<out-dir>/when_to_search.json``. Not part of CI (about 45 min on 2 cores with the demo's warm start cached;
 ``--rl`` adds about 50 min per run); figures in docs/warmstart.md, section 7.
@@ -59,6 +60,7 @@ from learning import (
     mean_se,
     parse_demo_args,
     print_checks,
+    reward_rise,
 )
 
 DIRECT_WELL_FORMED_MIN = 0.90
@@ -162,6 +164,7 @@ def plot_experiment(curves: dict[str, list[dict[str, Any]]], rows: dict[str, dic
 
 def main() -> int:
     from agentrag_verl.demo import pipeline as P
+    from agentrag_verl.demo.main import reward_curve
     from agentrag_verl.eval.data import load_datasets
     from agentrag_verl.eval.harness import read_results
     from agentrag_verl.eval.report import BUCKET_NOTE, bucket_table
@@ -221,7 +224,10 @@ def main() -> int:
             t = time.perf_counter()
             after = P.eval_stage(run, Path(rl["model"]), s3, url, judge_url, datasets=labelled)
             walls.mark(f"eval {run}", t)
-            runs[run] = {"settings": s3, "train": rl, "after": after, "curve": P.rollout_searches(s3, run)}
+            searches = P.rollout_searches(s3, run)
+            rewards = [c["mean"] for c in reward_curve(rl) if c["mean"] is not None]
+            rise = reward_rise(rewards, {c["step"]: c for c in searches}, paired=args.fixed_set)
+            runs[run] = {"settings": s3, "train": rl, "after": after, "curve": searches, "reward_rise": rise}
     walls.finish()
 
     print("\nKnowledge probe, first warm start, common training questions:", json.dumps(probe1["datasets"]))
@@ -251,8 +257,9 @@ def main() -> int:
         print(bucket_table({name: row["buckets"] for name, row in final.items()}, label="eval"))
         names = {"warm": "warm2_greedy", **{run: run for run in runs}}
         records = {name: list(read_results(P.eval_results(s2, stage)).values()) for name, stage in names.items()}
+        rises = {f"reward_rises_{run}": r["reward_rise"] for run, r in runs.items() if r["reward_rise"]}
         experiment = {
-            "checks": experiment_checks(records, final),
+            "checks": {**experiment_checks(records, final), **rises},
             "plots": [str(x) for x in plot_experiment({k: r["curve"] for k, r in runs.items()}, final, s2.work_dir)],
             "runs": {
                 run: {

@@ -126,3 +126,17 @@ def test_margin_rise_needs_more_than_noise():
     }  # fmt: skip
     assert matrix.row(summary)[4].startswith("margin 0.060 -> 0.090")
     assert matrix.row(summary)[1] == "-"  # a summary without the question count
+
+
+def test_reward_rise_pairs_over_questions_on_the_fixed_set():
+    """Check 1 over 10 steps: the same two questions in the first and the last 5 steps, each up by 0.5 or 0.3."""
+    learning = load("learning")
+    rewards = [0.2, 0.3, 0.25, 0.2, 0.3, 0.6, 0.55, 0.7, 0.6, 0.65]
+    searches = {step: {"rewards_by_question": {"a": [0.0 if step <= 5 else 0.5], "b": [0.4 if step <= 5 else 0.7]}}
+                for step in range(1, 11)}  # fmt: skip
+    paired = learning.reward_rise(rewards, searches, paired=True)
+    assert paired["paired"]["questions"] == 2 and abs(paired["diff"] - 0.37) < 1e-9
+    assert abs(paired["se"] - 0.1) < 1e-9 and paired["pass"]  # mean of (0.5, 0.3) = 0.4 > 2 x 0.1
+    over_steps = learning.reward_rise(rewards, searches, paired=False)
+    assert over_steps["se"] == over_steps["se_over_steps"] and over_steps["pass"] == over_steps["pass_over_steps"]
+    assert learning.reward_rise(rewards[:9], searches, paired=True) is None
