@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.benchmarks.test_learning import load
 
 
@@ -71,3 +73,11 @@ def test_experiment_checks_read_the_issues_claims_from_eval_records():
     records["hiprag"][-2:] = [record(c[0], c[1], False, False, 0.0, 0, 1) for c in corpus]
     rows["hiprag"] = stage_metrics(records["hiprag"], "hiprag")
     assert not wts.experiment_checks(records, rows)["corpus_still_searched"]["pass"]
+
+
+@pytest.mark.parametrize("name", ["when_to_search", "learning"])
+def test_module_examples(name):
+    import doctest
+
+    result = doctest.testmod(load(name))
+    assert result.attempted > 0 and result.failed == 0

@@ -12,6 +12,7 @@ import pytest
     "module",
     [
         "agentrag_verl.data.flashrag",
+        "agentrag_verl.data.knowledge",
         "agentrag_verl.data.prepare",
         "agentrag_verl.methods.searchp1.planners.generate",
         "agentrag_verl.methods.searchp1.planners.prompts",
