@@ -76,8 +76,11 @@ def test_experiment_checks_read_the_issues_claims_from_eval_records():
 
 
 @pytest.mark.parametrize("name", ["when_to_search", "learning"])
-def test_module_examples(name):
+def test_module_examples(name, monkeypatch):
     import doctest
+    import sys
 
-    result = doctest.testmod(load(name))
+    module = load(name)
+    monkeypatch.setitem(sys.modules, name, module)  # doctest keeps the objects whose module is sys.modules[name]
+    result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
