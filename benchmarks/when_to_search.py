@@ -23,14 +23,15 @@ and sampled).
 
 With ``--rl``, build item 5 (HiPRAG's Table 2 at our size): from the second warm start, HiPRAG's recipe
 (``recipes/hiprag/run_grpo.sh``, local profile, the sizes of ``benchmarks/learning.py``) twice, with the same data,
-steps and seeds: the baseline reward (λp = 0) and HiPRAG's (λp = 0.4), both with both detectors (the stand-in
-judge's under-search verifier on). The fixed set's common questions alternate known and unknown ones
+steps and seeds: the baseline reward (λp = 0) and HiPRAG's (λp = 0.4), both with both detectors (the stand-in judge's
+under-search verifier on). The fixed set's common questions alternate known and unknown ones
 (:func:`pipeline.rl_questions`). It prints the search rate per bucket at every step, evaluates both on the labelled
-test rows (greedy), plots ``search_rate_per_step.png`` and ``accuracy_vs_searches.png``, and checks the issue's
-claims: the share of known questions answered with a search falls below the warm start's by more than 2 SE
-(paired over questions); OSR below the baseline's; CEM on known questions holds; corpus questions still searched at
-least 95% of the time; overall CEM not below the baseline's; USR not above it. Each run's training reward is checked as
-``benchmarks/learning.py`` checks it (last 5 steps against the first 5, paired over the fixed set's questions).
+test rows (greedy, with the judged metrics: HiPRAG's OSR and USR by the stand-in judge), plots
+``search_rate_per_step.png`` and ``accuracy_vs_searches.png``, and checks the issue's claims: the share of known
+questions answered with a search falls below the warm start's by more than 2 SE (paired over questions); OSR below the
+baseline's; CEM on known questions holds; corpus questions still searched at least 95% of the time; overall CEM not
+below the baseline's; USR not above it. Each run's training reward is checked as ``benchmarks/learning.py`` checks it
+(last 5 steps against the first 5, paired over the fixed set's questions).
 
 Writes ``<out-dir>/when_to_search.json``. Not part of CI (about 45 min on 2 cores with the demo's warm start cached;
 ``--rl`` adds about 50 min per run); figures in docs/warmstart.md, section 7.
@@ -209,7 +210,8 @@ def main() -> int:
         for name, model, temperature in (("warm2_greedy", warm2, 0.0), ("warm2_t1", warm2, 1.0),
                                          ("warm1_t1", warm1, 1.0)):  # fmt: skip
             t = time.perf_counter()
-            rows[name] = P.eval_stage(name, model, s2, url, judge_url, datasets=labelled, temperature=temperature)
+            rows[name] = P.eval_stage(name, model, s2, url, judge_url, datasets=labelled, temperature=temperature,
+                                      judged=args.rl and temperature == 0)  # fmt: skip
             walls.mark(f"eval {name}", t)
         runs: dict[str, Any] = {}
         for run, lambda_p in LAMBDAS.items() if args.rl else ():
@@ -222,7 +224,7 @@ def main() -> int:
             rl = P.grpo_stage(s3, warm2, url, judge_url, name=run)
             walls.mark(f"rl {run}", t)
             t = time.perf_counter()
-            after = P.eval_stage(run, Path(rl["model"]), s3, url, judge_url, datasets=labelled)
+            after = P.eval_stage(run, Path(rl["model"]), s3, url, judge_url, datasets=labelled, judged=True)
             walls.mark(f"eval {run}", t)
             searches = P.rollout_searches(s3, run)
             rewards = [c["mean"] for c in reward_curve(rl) if c["mean"] is not None]

@@ -321,12 +321,14 @@ def eval_stage(
     *,
     datasets: Mapping[str, Sequence[Any]] | None = None,
     temperature: float = 0.0,
+    judged: bool = False,
 ) -> dict[str, Any]:
     """Serve ``model_dir`` with vLLM, evaluate it (resumable, cached per stage ``name``), stop the server.
 
     ``datasets`` default to the test sets (``eval_limit`` questions each), answered greedily; with a ``temperature``
     above 0 the policy samples, and HiPRAG's over-search re-answers follow ``grpo_reanswer_temperature`` (as in
-    the GRPO stage). The records are in ``eval_results(settings, name)``.
+    the GRPO stage). ``judged``: also the judged metrics with the stand-in judge (judge accuracy, the methods' own
+    such as HiPRAG's OSR and USR), not only the reward's. The records are in ``eval_results(settings, name)``.
     """
     import asyncio
 
@@ -341,7 +343,7 @@ def eval_stage(
         out_dir=str(out),
         concurrency=settings.eval_concurrency,
         judge={"base_url": judge_url, "model": "standin-judge", "api_key_env": None, "max_retries": 1},
-        judge_metrics=False,
+        judge_metrics=judged,
         # a method trained without a reward manager (ReasonRAG: DPO on MCTS pairs) is scored by its metrics only
         rewards=[settings.format] if settings.method.reward_manager else [],
         reward_kwargs={settings.format: settings.reward_options},
