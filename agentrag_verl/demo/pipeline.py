@@ -484,8 +484,8 @@ def known_questions(probe_dir: Path, split: str) -> set[str]:
     Raises:
         FileNotFoundError: The folder has no labelled rows of ``split`` (run :func:`knowledge_stage` first).
     """
-    from agentrag_verl.data.knowledge import KNOWLEDGE_KEY
     from agentrag_verl.eval.data import load_datasets
+    from agentrag_verl.eval.metrics import bucket_of
 
     files = sorted(Path(probe_dir).glob(f"*/{split}.jsonl"))
     if not files:
@@ -494,8 +494,8 @@ def known_questions(probe_dir: Path, split: str) -> set[str]:
             "(`agentrag-verl data knowledge --split " + split + f" --out {probe_dir}`, or pipeline.knowledge_stage)."
         )
     datasets = load_datasets([str(probe_dir)], split=split)
-    return {q.key for qs in datasets.values() for q in qs
-            if ((q.metadata.get("metadata") or {}).get(KNOWLEDGE_KEY) or {}).get("known")}  # fmt: skip
+    # the row's fields as an eval record keeps them (bucket_of reads the label there)
+    return {q.key for qs in datasets.values() for q in qs if bucket_of({"metadata": q.metadata}) == "known"}
 
 
 def demos_stage(settings: PipelineSettings, tokenizer_dir: Path, retriever_url: str) -> dict[str, Any]:
@@ -658,6 +658,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
         "right_common": [right & searched, right & not searched], "over_search_common": k,
         "rewards_by_question": {question: [score of each of its trajectories]}, "searched_by_bucket"}, ...]``.
     """
+    from agentrag_verl.eval.metrics import bucket_name
     from agentrag_verl.formats import get_format
 
     read_score = settings.method.load("score_reading")
@@ -688,8 +689,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
             c[0] += searched
             c[1] += 1
             if known is not None:
-                bucket = "known" if key in known else "common_unknown" if ds == COMMON_SET else "corpus"
-                b = by_bucket.setdefault(bucket, [0, 0])
+                b = by_bucket.setdefault(bucket_name(key in known, ds == COMMON_SET), [0, 0])
                 b[0] += searched
                 b[1] += 1
             reading = read_score(r["score"]) if read_score and ds == "common" else None

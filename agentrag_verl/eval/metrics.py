@@ -58,6 +58,7 @@ __all__ = [
     "aggregate",
     "table_columns",
     "bucket_of",
+    "bucket_name",
     "bucket_metrics",
     "BUCKETS",
 ]
@@ -188,9 +189,13 @@ def bucket_of(record: Mapping[str, Any]) -> str | None:
     label = meta.get(KNOWLEDGE_KEY) if isinstance(meta, Mapping) else None
     if not isinstance(label, Mapping):
         return None
-    if label.get("known"):
-        return "known"
-    return "common_unknown" if meta.get("type") == "common-knowledge" else "corpus"
+    return bucket_name(bool(label.get("known")), meta.get("type") == "common-knowledge")
+
+
+def bucket_name(known: bool, common_knowledge: bool) -> str:
+    """The bucket rule (:data:`BUCKETS`): known first, then common-knowledge questions the policy does not know, then
+    the rest (corpus-only)."""
+    return "known" if known else "common_unknown" if common_knowledge else "corpus"
 
 
 def bucket_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
