@@ -9,9 +9,9 @@ demonstrations among 58, chosen by what people know; 5 of its 31 sampled no-sear
 
 1. **probe** the demo's warm start on the common-knowledge training questions (:func:`pipeline.knowledge_stage`:
    greedy + ``--samples`` closed-book answers at temperature 1, the format's own no-search path, paper metric);
-2. **a second warm start**: the demo's corpus demonstrations (25 + 25) and direct-answer demonstrations on the first
-   ``--known-demos`` common training questions the first warm start *knows* (``PipelineSettings.demo_knowledge``),
-   SFT as the demo's;
+2. **a second warm start**: searching demonstrations on the first ``--corpus-demos`` questions of each corpus set
+   (25: the demo's) and direct-answer demonstrations on the first ``--known-demos`` common training questions the
+   first warm start *knows* (``PipelineSettings.demo_knowledge``), SFT as the demo's for ``--sft-epochs`` (1);
 3. **probe** the second warm start on the test sets: the labelled rows give every question its bucket (known,
    common_unknown, corpus);
 4. **eval** on the labelled rows (real retriever, stand-in judge): the second warm start greedy and sampled at
@@ -178,14 +178,22 @@ def main() -> int:
         default=30,
         help="Direct-answer demonstrations: the first N common training questions the first warm start knows.",
     )
+    p.add_argument(
+        "--corpus-demos",
+        type=int,
+        default=25,
+        help="Searching demonstrations per corpus set (single-hop, multi-hop) of the second warm start.",
+    )
+    p.add_argument("--sft-epochs", type=int, default=1, help="SFT epochs of the second warm start.")
     p.add_argument("--samples", type=int, default=4, help="Probe: sampled closed-book answers per question.")
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
     p.add_argument("--rl", action="store_true", help="Then the two RL runs, λp = 0 and λp = 0.4 (module docstring).")
     add_rl_args(p)
     args, s = parse_demo_args(p)
     s.eval_limit = args.eval_limit
-    s2 = dataclasses.replace(s, work_dir=Path(args.out_dir).resolve(), train_limit=None,
-                             demo_limits={**s.demo_limits, P.COMMON_SET: args.known_demos})  # fmt: skip
+    corpus = {ds: args.corpus_demos for ds in P.CORPUS_SETS}
+    s2 = dataclasses.replace(s, work_dir=Path(args.out_dir).resolve(), train_limit=None, sft_epochs=args.sft_epochs,
+                             demo_limits={**s.demo_limits, **corpus, P.COMMON_SET: args.known_demos})  # fmt: skip
     walls = Walls()
     with ExitStack() as stack:
         t = time.perf_counter()

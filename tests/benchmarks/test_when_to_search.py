@@ -84,3 +84,22 @@ def test_module_examples(name, monkeypatch):
     monkeypatch.setitem(sys.modules, name, module)  # doctest keeps the objects whose module is sys.modules[name]
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_demo_points_to_the_benchmark_and_shows_its_latest_checks(tmp_path):
+    import json
+
+    from agentrag_verl.demo.main import when_to_search_note
+
+    wts = load("when_to_search")
+    work = tmp_path / "demo"
+    assert "No run of it on this machine yet" in when_to_search_note(work)
+    greedy = {"buckets": {"corpus": bucket(70, 1.0, 0, None)}}
+    sampled = {"buckets": {"known": bucket(36, 0.2, 29, 0.9), "corpus": bucket(70, 0.5, 35, 1.0)}}
+    summary = tmp_path / "when_to_search" / "when_to_search.json"
+    summary.parent.mkdir()
+    command = "python benchmarks/when_to_search.py --known-demos 15"
+    summary.write_text(json.dumps({"command": command, "checks": wts.targets(greedy, sampled)}))
+    note = when_to_search_note(work)
+    assert command in note and "2 of 3 checks pass" in note
+    assert "corpus_searched_greedy PASS" in note and "corpus_searched_sampled FAIL" in note
