@@ -14,7 +14,8 @@ def bucket(n: int, searched: float, direct: int, direct_format: float | None) ->
 
 def test_targets_pool_the_no_search_path_and_read_the_corpus_bucket():
     wts = load("when_to_search")
-    greedy = {"buckets": {"known": bucket(40, 0.1, 36, 1.0), "corpus": bucket(70, 0.97, 2, 1.0)}}
+    greedy = {"buckets": {"known": bucket(40, 0.1, 36, 1.0), "common_unknown": bucket(50, 0.9, 5, 1.0),
+                          "corpus": bucket(70, 0.97, 2, 1.0)}}  # fmt: skip
     # at T=1: 20 + 9 + 4 no-search answers, 18 + 9 + 0 well-formed (27 / 33); corpus searched 66 / 70 (94%)
     sampled = {"buckets": {"known": bucket(40, 0.5, 20, 0.9), "common_unknown": bucket(50, 0.82, 9, 1.0),
                            "corpus": bucket(70, 66 / 70, 4, 0.0)}}  # fmt: skip
@@ -22,9 +23,17 @@ def test_targets_pool_the_no_search_path_and_read_the_corpus_bucket():
     direct = checks["direct_path_survives_sampling"]
     assert (direct["direct"], direct["well_formed"], direct["share"], direct["pass"]) == (33, 27, 0.8182, False)
     assert checks["corpus_searched_greedy"]["pass"] and not checks["corpus_searched_sampled"]["pass"]
-    sampled["buckets"]["corpus"] = bucket(70, 1.0, 0, None)  # every corpus question searched: 27 / 29
+    assert checks["buckets_of_30"] == {"sizes": {"known": 40, "common_unknown": 50, "corpus": 70}, "min": 30,
+                                       "pass": True}  # fmt: skip
+    sampled["buckets"]["corpus"] = bucket(70, 1.0, 0, None)  # every corpus question searched: 27 / 29 well-formed,
+    checks = wts.targets(greedy, sampled)  # 93%, but over fewer than 30 no-search answers
+    assert checks["direct_path_survives_sampling"]["share"] == 0.931
+    assert not checks["direct_path_survives_sampling"]["pass"]
+    sampled["buckets"]["known"] = bucket(40, 0.5, 21, 20 / 21)  # 29 / 30
     checks = wts.targets(greedy, sampled)
-    assert checks["direct_path_survives_sampling"]["share"] == 0.931 and all(c["pass"] for c in checks.values())
+    assert checks["direct_path_survives_sampling"]["share"] == 0.9667 and all(c["pass"] for c in checks.values())
+    greedy["buckets"]["known"] = bucket(14, 1.0, 0, None)  # run 2's known bucket
+    assert not wts.targets(greedy, sampled)["buckets_of_30"]["pass"]
 
 
 def record(qid: str, kind: str, known: bool, searched: bool, cem: float, over: int, under: int) -> dict:
@@ -101,5 +110,5 @@ def test_the_demo_points_to_the_benchmark_and_shows_its_latest_checks(tmp_path):
     command = "python benchmarks/when_to_search.py --known-demos 15"
     summary.write_text(json.dumps({"command": command, "checks": wts.targets(greedy, sampled)}))
     note = when_to_search_note(work)
-    assert command in note and "2 of 3 checks pass" in note
+    assert command in note and "2 of 4 checks pass" in note
     assert "corpus_searched_greedy PASS" in note and "corpus_searched_sampled FAIL" in note
