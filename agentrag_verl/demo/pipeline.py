@@ -898,7 +898,8 @@ def grpo_stage(
 def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, name: str = "mcts") -> dict[str, Any]:
     """ReasonRAG's preference pairs from ``model_dir``'s own MCTS + SPRE: the recipe's generation script
     (``recipes/reasonrag/dpo/run_generate_proguide.sh``, as a user points it at any OpenAI-compatible endpoint) with
-    the policy served by vLLM, over the first ``mcts_questions_per_set`` training questions of each set, with
+    the policy served by vLLM, over the first ``mcts_questions_per_set`` training questions of each set (of the whole
+    split, whatever ``train_limit``), with
     ``mcts_args``. Resumable (the generation job's own resume): more questions per set add to the trees already
     searched, and the pairs come from every searched question (``stats.json`` counts them); searched afresh for other
     weights or ``mcts_args``.
@@ -914,7 +915,8 @@ def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, 
     work.mkdir(parents=True, exist_ok=True)
     stamp_file.write_text(json.dumps(stamp))
     files, asked = [], set()
-    for ds, qs in load_split(settings, "train", settings.train_limit).items():
+    # the whole split: ``mcts_questions_per_set`` is the cap, not ``train_limit`` (the demonstrations' and RL's)
+    for ds, qs in load_split(settings, "train", None).items():
         path = work / "questions" / f"{ds}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(q.as_row()) + "\n" for q in qs[: settings.mcts_questions_per_set]))

@@ -209,7 +209,8 @@ def test_dpo_beta_defaults_to_the_paper_however_launched(extra, beta, tmp_path, 
 
 def test_pipeline_mcts_stage_runs_the_generation_script(tmp_path, fake_retriever_module, monkeypatch):
     """The learning benchmark's MCTS stage is run_generate_proguide.sh pointed at the served policy (here the
-    scripted QA policy over HTTP, chat API), over the first questions of each training set; a rerun resumes."""
+    scripted QA policy over HTTP, chat API), over the first questions of each training set (``train_limit``, the
+    demonstrations' and RL's cap, does not cap them); a rerun resumes."""
     from contextlib import contextmanager
 
     import agentrag_verl.demo.pipeline as P
@@ -226,7 +227,7 @@ def test_pipeline_mcts_stage_runs_the_generation_script(tmp_path, fake_retriever
             yield url
 
         monkeypatch.setattr(P, "policy_server", served)
-        s = P.PipelineSettings(work_dir=tmp_path / "work", data_dir=data, format="reasonrag",
+        s = P.PipelineSettings(work_dir=tmp_path / "work", data_dir=data, format="reasonrag", train_limit=1,
                                mcts_questions_per_set=2, mcts_recipe="recipes/reasonrag/dpo/run_generate_proguide.sh",
                                mcts_args=["--policy-api", "chat", "--max-rollouts", "5", "--max-iter", "5",
                                           "--spre-rollouts", "1"])  # fmt: skip
