@@ -50,7 +50,7 @@ STAND_IN_NOTE = (
 )
 
 WHEN_TO_SEARCH = "benchmarks/when_to_search.py"
-"""The benchmark of issue "searching only when needed" (HiPRAG's Table 2 at our size): too long for the demo."""
+"""The benchmark of issue "searching only when needed" (over-search per knowledge bucket): too long for the demo."""
 
 
 def when_to_search_note(work: Path) -> str:
@@ -59,7 +59,7 @@ def when_to_search_note(work: Path) -> str:
     and, when the benchmark's summary is on this machine (its default ``--out-dir``, ``outputs/when_to_search``
     beside the demo's ``outputs/demo``), shows that run's checks."""
     note = (
-        f"Searching only when needed (HiPRAG's over-search, per knowledge bucket) needs two ~50-min GRPO runs: "
+        f"Searching only when needed (needless searches per knowledge bucket) needs two ~50-min GRPO runs: "
         f"`python {WHEN_TO_SEARCH} --rl` (docs/warmstart.md, section 7)."
     )
     summary = work.parent / "when_to_search" / "when_to_search.json"
