@@ -251,8 +251,8 @@ def main() -> int:
     p.add_argument(
         "--mcts-questions",
         type=int,
-        default=64,
-        help="ReasonRAG: training questions per set for MCTS (run 1's 120 questions gave 126 pairs; 192 for 200).",
+        default=70,
+        help="ReasonRAG: training questions per set for MCTS (about 1 pair per question: 192 questions gave 197).",
     )
     p.add_argument(
         "--mcts-rollouts", type=int, default=6, help="ReasonRAG: MCTS iterations per question (the authors' 64)."
