@@ -12,7 +12,8 @@ and reward (HiPRAG among the built-in methods; :mod:`agentrag_verl.demo.pipeline
 5. **eval** of the warm-started model;
 6. a short **GRPO** run (verl's ``main_ppo`` through ``agentrag-verl train-local``) from the warm start with the
    method's agent loop and reward;
-7. **eval** of the trained model; one table with a row per stage, plots, ``demo_summary.json``.
+7. **eval** of the trained model; one table with a row per stage, plots, ``demo_summary.json``, and a pointer to
+   ``benchmarks/when_to_search.py`` (:func:`when_to_search_note`), whose RL runs do not fit the demo.
 
 Each stage is cached in ``--work-dir`` (default ``outputs/demo``): a second run reuses finished stages. ``--quick``
 (CI) uses 1 test question per set, 9 training questions, 1 SFT epoch and 1 GRPO step.

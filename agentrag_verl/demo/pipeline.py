@@ -899,10 +899,9 @@ def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, 
     """ReasonRAG's preference pairs from ``model_dir``'s own MCTS + SPRE: the recipe's generation script
     (``recipes/reasonrag/dpo/run_generate_proguide.sh``, as a user points it at any OpenAI-compatible endpoint) with
     the policy served by vLLM, over the first ``mcts_questions_per_set`` training questions of each set (of the whole
-    split, whatever ``train_limit``), with
-    ``mcts_args``. Resumable (the generation job's own resume): more questions per set add to the trees already
-    searched, and the pairs come from every searched question (``stats.json`` counts them); searched afresh for other
-    weights or ``mcts_args``.
+    split, whatever ``train_limit``), with ``mcts_args``. Resumable (the generation job's own resume): more questions
+    per set add to the trees already searched, and the pairs come from every searched question (``stats.json`` counts
+    them); searched afresh for other weights or ``mcts_args``.
 
     Returns the job's statistics (``stats.json``) plus ``pairs`` (the pairs file) and ``n_pairs``.
     """
