@@ -914,13 +914,13 @@ def mcts_stage(settings: PipelineSettings, model_dir: Path, retriever_url: str, 
     work.mkdir(parents=True, exist_ok=True)
     stamp_file.write_text(json.dumps(stamp))
     files, asked = [], set()
-    # the whole split: ``mcts_questions_per_set`` is the cap, not ``train_limit`` (the demonstrations' and RL's)
-    for ds, qs in load_split(settings, "train", None).items():
+    # ``mcts_questions_per_set`` is the cap, not ``train_limit`` (the demonstrations' and RL's)
+    for ds, qs in load_split(settings, "train", settings.mcts_questions_per_set).items():
         path = work / "questions" / f"{ds}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(q.as_row()) + "\n" for q in qs[: settings.mcts_questions_per_set]))
+        path.write_text("".join(json.dumps(q.as_row()) + "\n" for q in qs))
         files.append(path)
-        asked |= {f"{ds}/{q.id}" for q in qs[: settings.mcts_questions_per_set]}
+        asked |= {f"{ds}/{q.id}" for q in qs}
     stats_file, pairs = out / "stats.json", out / "pairs.jsonl"
     if stats_file.exists():
         from agentrag_verl.jsonl import read_records
