@@ -173,6 +173,7 @@ def plot_experiment(curves: dict[str, list[dict[str, Any]]], rows: dict[str, dic
 
 
 def main() -> int:
+    from agentrag_verl.cli_common import non_negative_int, positive_int
     from agentrag_verl.demo import pipeline as P
     from agentrag_verl.demo.main import reward_curve
     from agentrag_verl.eval.data import load_datasets
@@ -189,11 +190,11 @@ def main() -> int:
     )
     p.add_argument(
         "--corpus-demos",
-        type=int,
+        type=non_negative_int,
         default=25,
         help="Searching demonstrations per corpus set (single-hop, multi-hop) of the second warm start.",
     )
-    p.add_argument("--sft-epochs", type=int, default=1, help="SFT epochs of the second warm start.")
+    p.add_argument("--sft-epochs", type=positive_int, default=1, help="SFT epochs of the second warm start.")
     p.add_argument("--samples", type=int, default=4, help="Probe: sampled closed-book answers per question.")
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
     p.add_argument("--rl", action="store_true", help="Then the two RL runs, λp = 0 and λp = 0.4 (module docstring).")
