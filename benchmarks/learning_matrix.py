@@ -1,10 +1,10 @@
 """The learning matrix: one row per ``benchmarks/learning.py`` run, from the JSON summaries it writes.
 
 Columns: the held-out questions (the mini-wiki test sets grew from 100 to 190); held-out CEM after the warm start and
-after RL (mean ±95% CI); the training reward of the first 5 steps
-against the last 5 (ReasonRAG: DPO's reward margin over its first and last 5 logged points), with the standard
-error of the difference and whether it exceeds 2 SE; searches per question on
-corpus-only and on common-knowledge test questions, before -> after; the checks; wall time; the command.
+after RL (mean ±95% CI); the training reward of the first 5 steps against the last 5 (ReasonRAG: DPO's reward margin
+on the held-out pairs over its first and last 5 evaluations), with the standard error of the difference and whether
+it exceeds 2 SE; searches per question on corpus-only and on common-knowledge test questions, before -> after; the
+checks; wall time; the command.
 
 Usage::
 

@@ -4,6 +4,7 @@ and the matrix row of a summary."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -126,6 +127,26 @@ def test_margin_rise_needs_more_than_noise():
     }  # fmt: skip
     assert matrix.row(summary)[4].startswith("margin 0.060 -> 0.090")
     assert matrix.row(summary)[1] == "-"  # a summary without the question count
+
+
+def test_dpo_margin_is_read_on_the_held_out_pairs(tmp_path, monkeypatch, capsys):
+    """ReasonRAG's margin check reads TRL's eval margins (the same held-out pairs each time), not the training
+    batches' own: here those jump by +-0.2 around no rise, while the held-out margin climbs from 0."""
+    learning = load("learning")
+    monkeypatch.setattr(learning, "print_held_out", lambda warm, after: None)
+    noisy = [0.2, -0.2, 0.1, -0.1, 0.2, -0.2, 0.1, -0.1, 0.2, -0.2]
+    history = [{"step": 2 * i + 2, "loss": 0.69, "rewards/margins": m} for i, m in enumerate(noisy)]
+    history += [{"step": 8 * i, "eval_loss": 0.69, "eval_rewards/margins": 0.01 * i} for i in range(11)]
+    common = {"warm": {"cem": [0.5, 0.1]}, "after": {"cem": [0.5, 0.1]}, "walls": {"total": 1.0}}
+    s = type("S", (), {"work_dir": tmp_path, "dpo_args": [], "mcts_args": []})()
+    code = learning.report_dpo(s, "reasonrag_dpo", common, {"n_pairs": 213, "questions": 210}, {"log_history": history})
+    out = json.loads((tmp_path / "learning_reasonrag_dpo.json").read_text())
+    rise = out["checks"]["margin_rises"]
+    assert rise["points"] == 11 and rise["pass"] and rise["diff"] == pytest.approx(0.06)
+    assert out["train_margin"]["points"] == 10 and not out["train_margin"]["pass"]
+    assert code == 0 and "held-out pairs" in capsys.readouterr().out
+    history = [h for h in history if "rewards/margins" in h]  # a run without the evaluations fails the check
+    assert learning.report_dpo(s, "reasonrag_dpo", common, {"n_pairs": 213}, {"log_history": history}) == 1
 
 
 def test_reward_rise_pairs_over_questions_on_the_fixed_set():

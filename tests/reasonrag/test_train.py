@@ -101,17 +101,22 @@ def test_dpo_two_steps_on_generated_pairs(tiny_model_dir, pairs_file, tmp_path, 
 
 def test_pipeline_dpo_stage_runs_the_recipe_script(tiny_model_dir, pairs_file, tmp_path):
     """The learning benchmark's DPO stage is run_dpo.sh as a user runs it; a second call with the same inputs is
-    reused, other overrides train again."""
+    reused, other overrides train again. As in the benchmark, the held-out pairs (the recipe's val_size: here 1 of
+    the 4 questions) are scored before training and between steps."""
     from agentrag_verl.demo.pipeline import PipelineSettings, dpo_stage
 
-    s = PipelineSettings(work_dir=tmp_path, data_dir=tmp_path, format="reasonrag", dpo_args=CPU,
+    args = [*CPU[: CPU.index("--eval_strategy")], *CPU[CPU.index("--eval_strategy") + 2 :]]
+    args += ["--eval_strategy", "steps", "--eval_steps", "1", "--eval_on_start", "true"]
+    s = PipelineSettings(work_dir=tmp_path, data_dir=tmp_path, format="reasonrag", dpo_args=args,
                          recipe="recipes/reasonrag/dpo/run_dpo.sh")  # fmt: skip
     out = dpo_stage(s, Path(tiny_model_dir), pairs_file)
     command = json.loads((tmp_path / "dpo" / "command.json").read_text())
-    assert command["cmd"][1].endswith("recipes/reasonrag/dpo/run_dpo.sh") and command["cmd"][2:] == CPU
+    assert command["cmd"][1].endswith("recipes/reasonrag/dpo/run_dpo.sh") and command["cmd"][2:] == args
     assert command["env"] == {"MODE": "dpo", "MODEL": str(tiny_model_dir), "PAIRS": str(pairs_file),
                               "OUTPUT_DIR": out["model"], "N_GPUS": "1"}  # fmt: skip
     assert [h["step"] for h in out["log_history"] if "loss" in h] == [1, 2]
+    evals = [h for h in out["log_history"] if "eval_rewards/margins" in h]
+    assert [h["step"] for h in evals] == [0, 1, 2] and evals[0]["eval_rewards/margins"] == 0.0  # policy = reference
     assert (Path(out["model"]) / "config.json").is_file()
     mtime = (Path(out["model"]) / "trainer_state.json").stat().st_mtime_ns
     assert dpo_stage(s, Path(tiny_model_dir), pairs_file) == out
