@@ -36,7 +36,7 @@ format: install
 
 # Everything CI runs: lint, then every test (slow end-to-end ones included; gpu ones skip without CUDA).
 test: lint
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=30
 
 test-fast: lint
 	$(PY) -m pytest -q -ra -m "not slow"
