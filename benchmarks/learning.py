@@ -14,8 +14,8 @@ observation cap and response budget of the warm start, and the method's reward o
 
 The training reward is measured on a fixed question set (``--fixed-set``, the default): the RL stage goes over the
 same 30 training questions (10 per set, none of them demonstrated) in passes, each in its own order: with 6
-prompts per step (GRPO, groups of 4) a pass is 5 steps; with 30 (PPO, one response per prompt, as its recipes) a
-pass is one step. The first and the last 5 steps then answer the same questions, so which questions a step drew no
+prompts per step (GRPO, groups of 4) a pass is 5 steps; with 15 (PPO, one response per prompt, as its recipes) a
+pass is 2 steps. The first and the last 5 steps then answer the same questions, so which questions a step drew no
 longer moves the comparison; the standard error of the difference is taken over questions (paired), and the one
 over steps is printed beside it.
 
@@ -98,6 +98,15 @@ profile; the first algorithm is the paper's and the default."""
 
 MIN_PAIRS = 200
 """ReasonRAG: preference pairs the warm-started policy's MCTS must give (issue "every design learns")."""
+
+
+PPO_MICRO_BATCH = 2
+"""PPO-GAE: trajectories per forward/backward pass, actor and critic (GRPO: ``PipelineSettings.grpo_micro_batch_size``).
+The critic adds its fp32 weights, gradients and Adam state (about 2.2 GB for SmolLM2-135M) to the worker process. The
+first PPO run, with micro-batches of 3, was killed by Ray's memory monitor in the critic's update: that process held
+13.8 GB, the box 22.5 of 23.6 GB. A forward and backward pass over 3 full-length sequences (1792 tokens; CPU SDPA with
+a padding mask keeps each layer's attention matrix) peaks at 11.3 GB for the critic and 13.5 GB for the actor; over
+1 sequence, 4.1 GB."""
 
 
 PPO_KL_LIMIT = 1e-3
@@ -192,7 +201,7 @@ def add_rl_args(p: argparse.ArgumentParser) -> None:
     applies them."""
     p.add_argument("--steps", type=int, default=20, help="RL steps (at least 10 for the 5-vs-5 check).")
     p.add_argument(
-        "--batch-size", type=int, help="Prompts per step (default 6 with groups of 4; PPO: 30 with one response each)."
+        "--batch-size", type=int, help="Prompts per step (default 6 with groups of 4; PPO: 15 with one response each)."
     )
     p.add_argument("--rollout-n", type=int, help="Responses per prompt (default 4, the recipes' 5-32 shrunk; PPO: 1).")
     p.add_argument(
@@ -233,8 +242,10 @@ def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, pp
     if args.warmup_ratio >= 0:
         s.extra_train_overrides.append(f"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio={args.warmup_ratio}")
     s.grpo_steps = args.steps
-    s.grpo_batch_size = args.batch_size or (30 if ppo else 6)
+    s.grpo_batch_size = args.batch_size or (15 if ppo else 6)
     s.grpo_rollout_n = args.rollout_n or (1 if ppo else 4)
+    if ppo:
+        s.grpo_micro_batch_size = PPO_MICRO_BATCH
     pass_size = 3 * s.grpo_questions_per_set
     s.grpo_passes = math.ceil(args.steps * s.grpo_batch_size / pass_size) if args.fixed_set else 0
     s.grpo_lr = args.lr or None

@@ -86,11 +86,12 @@ def settings_of(monkeypatch, *argv: str):
 
 @pytest.mark.parametrize(
     ("design", "algo", "sizes"),
-    [("multistage", "dapo", (6, 4, 4)), ("searchp1", "grpo", (6, 4, 4)), ("searchr1", "ppo", (30, 1, 20))],
+    [("multistage", "dapo", (6, 4, 4)), ("searchp1", "grpo", (6, 4, 4)), ("searchr1", "ppo", (15, 1, 10))],
 )
 def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path, monkeypatch):
     """A design other than the demo's gets its own format, prompt and folder, and its recipe's knobs; PPO keeps its
-    recipes' one response per prompt, with a whole pass over the fixed question set per step."""
+    recipes' one response per prompt, a pass over the fixed question set every 2 steps, and micro-batches of 1
+    (the critic's memory: learning.PPO_MICRO_BATCH)."""
     from agentrag_verl.demo.pipeline import PipelineSettings, grpo_overrides, recipe_script
 
     s: PipelineSettings = settings_of(monkeypatch, "--design", design, "--algo", algo, "--steps", "20")
@@ -101,6 +102,9 @@ def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path
         assert s.recipe_env == {"STAGE": "switch", "STAGE_SWITCH_STEP": "10"}
         assert "algorithm.filter_groups.enable=true" in grpo_overrides(s)
     assert "data.shuffle=false" in grpo_overrides(s) and s.grpo_kl_coef == 0.0
+    micro = 1 if algo == "ppo" else 4  # the largest divisor of the step's trajectories within the bound
+    assert f"critic.ppo_micro_batch_size_per_gpu={micro}" in grpo_overrides(s)
+    assert f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}" in grpo_overrides(s)
 
 
 def test_reasonrag_runs_mcts_then_dpo_with_its_recipe_settings(tmp_path, monkeypatch):
