@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -177,10 +178,18 @@ class RunResult:
     returncode: int
     wall_s: float
     memory: MemoryPeak
+    aborted: str | None = None
+    """Why the run was stopped (``abort_on``), None when it ended by itself."""
 
 
 def run_process_tree(
-    cmd: list[str], env: dict[str, str], log_path: Path, *, echo: TextIO | None = sys.stdout, grace_s: float = 10.0
+    cmd: list[str],
+    env: dict[str, str],
+    log_path: Path,
+    *,
+    echo: TextIO | None = sys.stdout,
+    grace_s: float = 10.0,
+    abort_on: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Run ``cmd``, copy its output with ``[seconds]`` stamps to ``log_path`` (and ``echo``), then clean up.
 
@@ -190,9 +199,12 @@ def run_process_tree(
         log_path: Where the stamped stdout+stderr go.
         echo: Also write the stamped lines here (None: log file only).
         grace_s: Seconds to wait after SIGTERM before SIGKILL for leftover processes.
+        abort_on: Output that means the job cannot finish (text to look for in a line -> why): the first line
+            that holds one stops the job (SIGTERM, then the cleanup) and the reason goes to the log, ``echo`` and
+            :attr:`RunResult.aborted`.
 
     Returns:
-        Exit code, wall time and the memory peaks of the whole process tree.
+        Exit code (1 when aborted), wall time and the memory peaks of the whole process tree.
     """
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -211,15 +223,30 @@ def run_process_tree(
         if threading.current_thread() is threading.main_thread():
             for sig in previous:
                 signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+        aborted = None
         try:
             for line in child.stdout:
                 stamped = f"[{time.monotonic() - start:7.1f}] {line}"
+                aborted = next((why for text, why in (abort_on or {}).items() if text in line), None)
+                if aborted:
+                    stamped += f"[abort] {aborted}\n"
                 log.write(stamped)
                 log.flush()  # the log is what a user tails while a long run goes on
                 if echo is not None:
                     echo.write(stamped)
                     echo.flush()
-            returncode = child.wait()
+                if aborted:  # its descendants may hold the pipe open: stop reading, _terminate_tree ends them
+                    child.terminate()
+                    break
+            if aborted:
+                try:
+                    child.wait(grace_s)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+                returncode = 1
+            else:
+                returncode = child.wait()
         finally:
             if threading.current_thread() is threading.main_thread():
                 for sig, handler in previous.items():
@@ -232,4 +259,4 @@ def run_process_tree(
                 (_SHM / name).unlink(missing_ok=True)
             if leftover:
                 print(f"[cleanup] removed {len(leftover)} leftover /dev/shm segments", file=log)
-    return RunResult(returncode=returncode, wall_s=wall_s, memory=memory)
+    return RunResult(returncode=returncode, wall_s=wall_s, memory=memory, aborted=aborted)

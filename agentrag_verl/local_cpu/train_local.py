@@ -51,6 +51,21 @@ class LocalCPUError(RuntimeError):
     """A precondition of the local CPU mode is not met (message says what, why, how to fix)."""
 
 
+RAY_OOM_KILL = "killed due to memory pressure (OOM)"
+"""What Ray's raylet prints (into the driver's output) when its memory monitor has killed workers."""
+
+ABORT_ON = {
+    RAY_OOM_KILL: (
+        "Ray's memory monitor killed workers of this run (the box was above 95% of its memory). verl does not "
+        "restart them, so the run would wait for them forever. Lower the micro-batches "
+        "(actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu, critic.ppo_micro_batch_size_per_gpu), the response "
+        "length or the batch, or stop what else uses memory here, then run again; main_ppo.log names the processes "
+        "and their memory."
+    )
+}
+"""main_ppo output after which train-local stops the run (``run_process_tree``'s ``abort_on``)."""
+
+
 def cpu_overrides(
     *,
     model_path: Path,
@@ -422,14 +437,18 @@ def run(args: argparse.Namespace) -> int:
     log_path = work_dir / "main_ppo.log"
     print("agentrag-verl train-local:", " ".join(cmd), flush=True)
     try:
-        result = run_process_tree(cmd, env, log_path, echo=None if args.quiet else sys.stdout)
+        result = run_process_tree(cmd, env, log_path, echo=None if args.quiet else sys.stdout, abort_on=ABORT_ON)
     finally:
         if ray_temp_dir is not None:
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
 
     summary = summarize_log(log_path.read_text(errors="replace"))
     summary.update(
-        returncode=result.returncode, wall_s=round(result.wall_s, 1), memory=result.memory.as_gib(), settings=settings
+        returncode=result.returncode,
+        wall_s=round(result.wall_s, 1),
+        memory=result.memory.as_gib(),
+        settings=settings,
+        aborted=result.aborted,
     )
     actor_dir = latest_actor_checkpoint(checkpoint_dir)
     if actor_dir is not None and (model_path / "config.json").exists():
@@ -437,6 +456,8 @@ def run(args: argparse.Namespace) -> int:
         summary["weights_vs_initial"] = compare_weights(model_path, actor_dir)
     (work_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     _print_summary(summary, work_dir)
+    if result.aborted:
+        print(f"agentrag-verl train-local: stopped main_ppo: {result.aborted}", file=sys.stderr)
     return result.returncode
 
 
