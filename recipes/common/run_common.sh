@@ -258,6 +258,10 @@ LOCAL_BASE_OVERRIDES=(
 # Overrides that make the local CPU run of a PPO-GAE recipe work: the critic gets the CPU settings train-local
 # gives the actor (FSDP2, SDPA attention, no remove-padding, no torch.compile); its model path follows the actor's
 # (the recipes set critic.model.path: ${actor_rollout_ref.model.path}), i.e. the tiny model.
+# verl 0.9.1's V1 trainer builds the critic's engine from critic.fsdp, whose use_dynamic_bsz defaults to true with a
+# budget of critic.ppo_infer_max_token_len_per_gpu (32768 tokens), and ignores critic.ppo_micro_batch_size_per_gpu:
+# a whole step's batch went through the critic in one pass (12.7 GB for 15 SmolLM2 trajectories on CPU, killed by
+# Ray's memory monitor). The engine here takes the critic's own micro-batch size, for its update and its values.
 local_critic_overrides() {
   LOCAL_OVERRIDES+=(
     critic.strategy=fsdp2
@@ -265,6 +269,9 @@ local_critic_overrides() {
     critic.model.enable_gradient_checkpointing=false
     +critic.model.override_config.attn_implementation=sdpa
     critic.ppo_micro_batch_size_per_gpu=4
+    +critic.fsdp.use_dynamic_bsz=false
+    '+critic.fsdp.micro_batch_size_per_gpu=${critic.ppo_micro_batch_size_per_gpu}'
+    '+critic.fsdp.infer_micro_batch_size_per_gpu=${critic.ppo_micro_batch_size_per_gpu}'
     critic.fsdp.use_torch_compile=false
     critic.fsdp.param_offload=false
     critic.fsdp.optimizer_offload=false

@@ -113,6 +113,14 @@ def test_local_profile_command_starts(recipe, tmp_path):
     assert cfg.algorithm.adv_estimator == recipe.algo
     if recipe.algo == "gae":
         assert cfg.critic.strategy == "fsdp2" and cfg.critic.model.path == cfg.actor_rollout_ref.model.path
+        # verl's V1 trainer builds the critic's engine from critic.fsdp (dynamic batches of 32768 tokens unless
+        # told otherwise); the local profile has it take the critic's own micro-batch size
+        from verl.utils.config import omega_conf_to_dataclass
+
+        engine = omega_conf_to_dataclass(cfg.critic.fsdp)
+        assert engine.use_dynamic_bsz is False
+        assert engine.micro_batch_size_per_gpu == engine.infer_micro_batch_size_per_gpu
+        assert engine.micro_batch_size_per_gpu == cfg.critic.ppo_micro_batch_size_per_gpu == 4
 
 
 def _recipe(script: str, **env: str) -> Recipe:
