@@ -102,11 +102,11 @@ MIN_PAIRS = 200
 
 PPO_MICRO_BATCH = 2
 """PPO-GAE: trajectories per forward/backward pass, actor and critic (GRPO: ``PipelineSettings.grpo_micro_batch_size``).
-The critic adds its fp32 weights, gradients and Adam state (about 2.2 GB for SmolLM2-135M) to the worker process. The
-first PPO run, with micro-batches of 3, was killed by Ray's memory monitor in the critic's update: that process held
-13.8 GB, the box 22.5 of 23.6 GB. A forward and backward pass over 3 full-length sequences (1792 tokens; CPU SDPA with
-a padding mask keeps each layer's attention matrix) peaks at 11.3 GB for the critic and 13.5 GB for the actor; over
-1 sequence, 4.1 GB."""
+The critic's fp32 weights, gradients and Adam state (about 2.2 GB for SmolLM2-135M) join the actor's in the trainer
+process, which peaked at 13.6 GB in GRPO on a box where Ray kills workers at 22.4 GB. A pass over 3 full-length
+sequences (1792 tokens; CPU SDPA with a padding mask keeps each layer's attention matrix) peaks at 13.5 GB for the
+actor and 11.3 GB for the critic, over 1 at 4.1 GB. (The first two PPO attempts were killed in the critic's update
+for another reason: its engine did not read its micro-batch size; docs/learning.md.)"""
 
 
 PPO_KL_LIMIT = 1e-3
