@@ -59,8 +59,8 @@ ABORT_ON = {
         "Ray's memory monitor killed workers of this run (the box was above 95% of its memory). verl does not "
         "restart them, so the run would wait for them forever. Lower the micro-batches "
         "(actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu, critic.ppo_micro_batch_size_per_gpu), the response "
-        "length or the batch, or stop what else uses memory here, then run again; main_ppo.log names the processes "
-        "and their memory."
+        "length or the batch, or stop what else uses memory here, then run again. raylet.out beside main_ppo.log "
+        "lists the processes and their memory."
     )
 }
 """main_ppo output after which train-local stops the run (``run_process_tree``'s ``abort_on``)."""
@@ -440,6 +440,9 @@ def run(args: argparse.Namespace) -> int:
         result = run_process_tree(cmd, env, log_path, echo=None if args.quiet else sys.stdout, abort_on=ABORT_ON)
     finally:
         if ray_temp_dir is not None:
+            # the raylet's own log says what it killed and why; keep it where the run's log is
+            for raylet_log in ray_temp_dir.glob("session_*/logs/raylet.out"):
+                shutil.copy(raylet_log, work_dir / "raylet.out")
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
 
     summary = summarize_log(log_path.read_text(errors="replace"))

