@@ -200,8 +200,8 @@ def run_process_tree(
         echo: Also write the stamped lines here (None: log file only).
         grace_s: Seconds to wait after SIGTERM before SIGKILL for leftover processes.
         abort_on: Output that means the job cannot finish (text to look for in a line -> why): the first line
-            that holds one stops the job (SIGTERM, then the cleanup) and the reason goes to the log, ``echo`` and
-            :attr:`RunResult.aborted`.
+            that holds one stops the job (the cleanup's SIGTERM, then SIGKILL) and the reason goes to the log,
+            ``echo`` and :attr:`RunResult.aborted`.
 
     Returns:
         Exit code (1 when aborted), wall time and the memory peaks of the whole process tree.
@@ -235,18 +235,9 @@ def run_process_tree(
                 if echo is not None:
                     echo.write(stamped)
                     echo.flush()
-                if aborted:  # its descendants may hold the pipe open: stop reading, _terminate_tree ends them
-                    child.terminate()
+                if aborted:  # its descendants may hold the pipe open: stop reading; _terminate_tree ends the job
                     break
-            if aborted:
-                try:
-                    child.wait(grace_s)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait()
-                returncode = 1
-            else:
-                returncode = child.wait()
+            returncode = 1 if aborted else child.wait()
         finally:
             if threading.current_thread() is threading.main_thread():
                 for sig, handler in previous.items():
