@@ -2,9 +2,9 @@
 
 Columns: the held-out questions (the mini-wiki test sets grew from 100 to 190); held-out CEM after the warm start and
 after RL (mean ±95% CI); the training reward of the first 5 steps against the last 5 (ReasonRAG: DPO's reward margin
-on the held-out pairs over its first and last 5 evaluations), with the standard error of the difference and whether
-it exceeds 2 SE; searches per question on corpus-only and on common-knowledge test questions, before -> after; the
-checks; wall time; the command.
+on the held-out pairs, 0 before DPO and after it, paired by pair; runs before that check: over its first and last 5
+evaluations), with the standard error of the difference; searches per question on corpus-only and on
+common-knowledge test questions, before -> after; the checks; wall time; the command.
 
 Usage::
 
@@ -39,6 +39,10 @@ def row(summary: dict[str, Any]) -> list[str]:
         reward = (f"{rise['first5'][0]:.3f} -> {rise['last5'][0]:.3f} ({rise['diff'] / rise['se']:+.2f} SE)"
                   if rise["se"] else f"{rise['first5'][0]:.3f} -> {rise['last5'][0]:.3f}")  # fmt: skip
         reward = f"margin {reward}" if "margin_rises" in checks else reward
+    elif rise and rise.get("pairs"):  # DPO: each held-out pair's margin, 0 before DPO, SE over pairs
+        reward = (
+            f"held-out margin 0 -> {rise['after']:.3f} ({rise['diff'] / rise['se']:+.2f} SE, {rise['pairs']} pairs)"
+        )
     failed = [name for name, c in checks.items() if not c["pass"]]
     return [
         f"{summary['design']} ({summary['algo']})",

@@ -960,7 +960,9 @@ def dpo_stage(settings: PipelineSettings, model_dir: Path, pairs: Path, name: st
     (``recipes/reasonrag/dpo/run_dpo.sh``, its ``dpo.yaml``) on one process, with ``dpo_args`` (the CPU's settings);
     reused when done with the same inputs.
 
-    Returns ``model`` (the trained folder) and ``log_history`` (TRL's logged loss and ``rewards/margins``).
+    Returns ``model`` (the trained folder), ``log_history`` (TRL's logged loss and ``rewards/margins``) and
+    ``heldout``: the script's own score of every held-out pair after training (``heldout_margins.json`` in the
+    model folder), or None where it wrote none.
     """
     work = settings.work_dir / name
     model = work / "model"
@@ -976,4 +978,6 @@ def dpo_stage(settings: PipelineSettings, model_dir: Path, pairs: Path, name: st
         cmd = ["bash", str(recipe_script(settings)), *settings.dpo_args]
         run_script(cmd, env, ["MODE", "MODEL", "PAIRS", "OUTPUT_DIR", "N_GPUS"], work, done=state)
         fingerprint_file.write_text(json.dumps(fingerprint))
-    return {"model": str(model), "log_history": json.loads(state.read_text())["log_history"]}
+    heldout = model / "heldout_margins.json"
+    return {"model": str(model), "log_history": json.loads(state.read_text())["log_history"],
+            "heldout": json.loads(heldout.read_text()) if heldout.exists() else None}  # fmt: skip

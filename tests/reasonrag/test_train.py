@@ -106,7 +106,7 @@ def test_pipeline_dpo_stage_runs_the_recipe_script(tiny_model_dir, pairs_file, t
     from agentrag_verl.demo.pipeline import PipelineSettings, dpo_stage
 
     args = [*CPU[: CPU.index("--eval_strategy")], *CPU[CPU.index("--eval_strategy") + 2 :]]
-    args += ["--eval_strategy", "steps", "--eval_steps", "1", "--eval_on_start", "true"]
+    args += ["--eval_strategy", "steps", "--eval_steps", "1", "--eval_on_start", "true", "--learning_rate", "1e-3"]
     s = PipelineSettings(work_dir=tmp_path, data_dir=tmp_path, format="reasonrag", dpo_args=args,
                          recipe="recipes/reasonrag/dpo/run_dpo.sh")  # fmt: skip
     out = dpo_stage(s, Path(tiny_model_dir), pairs_file)
@@ -118,6 +118,15 @@ def test_pipeline_dpo_stage_runs_the_recipe_script(tiny_model_dir, pairs_file, t
     evals = [h for h in out["log_history"] if "eval_rewards/margins" in h]
     assert [h["step"] for h in evals] == [0, 1, 2] and evals[0]["eval_rewards/margins"] == 0.0  # policy = reference
     assert (Path(out["model"]) / "config.json").is_file()
+    # Each held-out pair scored again after DPO: their mean margin and ranking are TRL's own evaluation after step 2
+    # (lr 1e-3 moves the tiny policy far enough for the margins to be far from 0).
+    heldout, last = out["heldout"], evals[-1]
+    assert heldout["n"] == 2 and len(heldout["pairs"]) == 2 and heldout["beta"] == 0.3
+    assert abs(last["eval_rewards/margins"]) > 1e-3
+    assert heldout["mean"] == pytest.approx(last["eval_rewards/margins"], rel=1e-3)
+    assert heldout["accuracy"] == pytest.approx(last["eval_rewards/accuracies"])
+    chosen = sum(p["chosen"] for p in heldout["pairs"]) / 2
+    assert chosen == pytest.approx(last["eval_rewards/chosen"], rel=1e-3)
     mtime = (Path(out["model"]) / "trainer_state.json").stat().st_mtime_ns
     assert dpo_stage(s, Path(tiny_model_dir), pairs_file) == out
     assert (Path(out["model"]) / "trainer_state.json").stat().st_mtime_ns == mtime
@@ -152,18 +161,29 @@ def test_run_scripts_parse(script):
 
 def test_dry_run_prints_the_exact_command():
     env = {**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable, "PAIRS": "p.jsonl", "N_GPUS": "4"}
-    out = subprocess.run(
+    lines = subprocess.run(
         ["bash", str(RECIPES / "run_dpo.sh"), "--beta", "0.1"],
         capture_output=True, text=True, env=env, check=True,
-    ).stdout.split()  # fmt: skip
+    ).stdout.splitlines()  # fmt: skip
+    out = lines[0].split()
     assert out[:3] == ["accelerate", "launch", "--config_file"]
     assert out[3].endswith("trl/accelerate_configs/fsdp2.yaml") and Path(out[3]).is_file()
-    assert out[4:] == [
-        "--num_processes", "4", "-m", "agentrag_verl.methods.reasonrag.train", "dpo",
+    options = [
         "--config", str(RECIPES / "dpo.yaml"),
         "--model_name_or_path", "Qwen/Qwen2.5-7B-Instruct", "--pairs", "p.jsonl", "--output_dir",
         "outputs/reasonrag/dpo", "--beta", "0.1",
     ]  # fmt: skip
+    assert out[4:] == ["--num_processes", "4", "-m", "agentrag_verl.methods.reasonrag.train", "dpo", *options]
+    # then, in one process, the held-out pairs scored with the same options (SCORE_HELDOUT=0: not at all)
+    assert len(lines) == 2 and lines[1].split() == [sys.executable, "-m", "agentrag_verl.methods.reasonrag.heldout",
+                                                   *options]  # fmt: skip
+    for extra, n_lines in (({"SCORE_HELDOUT": "0"}, 1), ({"MODE": "sft"}, 1)):
+        run = subprocess.run(["bash", str(RECIPES / "run_dpo.sh")], capture_output=True, text=True,
+                             env={**env, **extra}, check=True)  # fmt: skip
+        assert len(run.stdout.splitlines()) == n_lines
+    bad = subprocess.run(["bash", str(RECIPES / "run_dpo.sh")], capture_output=True, text=True,
+                         env={**env, "SCORE_HELDOUT": "yes"})  # fmt: skip
+    assert bad.returncode != 0 and "SCORE_HELDOUT" in bad.stderr
     env["N_GPUS"] = "1"
     sft = subprocess.run(
         ["bash", str(RECIPES / "run_sft.sh")], capture_output=True, text=True, env=env, check=True
@@ -248,3 +268,14 @@ def test_pipeline_mcts_stage_runs_the_generation_script(tmp_path, fake_retriever
     assert command["cmd"][1].endswith("recipes/reasonrag/dpo/run_generate_proguide.sh")
     assert command["env"]["POLICY_URL"] == url and command["env"]["SOURCES"] == "hotpotqa"
     assert len(load_pairs([more["pairs"]])) == 6
+
+
+def test_heldout_scoring_says_what_is_missing(tiny_model_dir, pairs_file, tmp_path):
+    from agentrag_verl.methods.reasonrag import heldout
+
+    argv = ["--config", str(RECIPES / "dpo.yaml"), "--pairs", str(pairs_file), "--model_name_or_path",
+            str(tiny_model_dir), "--output_dir", str(tmp_path / "never_trained"), "--bf16", "false"]  # fmt: skip
+    with pytest.raises(ProGuideError, match="holds no trained model; run DPO with the same arguments first"):
+        heldout.main(argv)
+    with pytest.raises(ProGuideError, match="No held-out pairs"):
+        heldout.main([*argv, "--val_size", "0"])

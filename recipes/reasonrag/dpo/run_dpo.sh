@@ -4,6 +4,7 @@
 #   MODEL=Qwen/Qwen2.5-3B-Instruct N_GPUS=4 bash recipes/reasonrag/dpo/run_dpo.sh
 #   DRY_RUN=1 bash recipes/reasonrag/dpo/run_dpo.sh           # print the command, run nothing
 #   MODE=sft bash recipes/reasonrag/dpo/run_dpo.sh            # the SFT-on-chosen baseline (run_sft.sh)
+#   SCORE_HELDOUT=0 bash recipes/reasonrag/dpo/run_dpo.sh     # DPO without scoring each held-out pair after it
 set -euo pipefail
 
 # ---- knobs --------------------------------------------------------------------------------------------------------
@@ -16,6 +17,9 @@ N_GPUS=${N_GPUS:-8}                                          # GPUs of this mach
 # pip install deepspeed). A path to your own accelerate config works too.
 ACCELERATE_CONFIG=${ACCELERATE_CONFIG:-fsdp2}
 PYTHON=${PYTHON:-python3}
+# MODE=dpo, after training: score every held-out pair (agentrag_verl/methods/reasonrag/heldout.py, one process;
+# heldout_margins.json in OUTPUT_DIR: each pair's margin, their mean, SE and share ranked right). 0 skips it.
+SCORE_HELDOUT=${SCORE_HELDOUT:-1}
 # DRY_RUN=1|true|yes prints the command and runs nothing
 # --------------------------------------------------------------------------------------------------------------------
 
@@ -24,9 +28,15 @@ source "$RECIPE_DIR/../../common/knobs.sh"
 knob_dry_run
 knob_renamed MODEL_PATH MODEL NUM_GPUS N_GPUS
 knob_choice MODE dpo sft
+knob_choice SCORE_HELDOUT 1 0
 knob_positive_int N_GPUS
-ARGS=(-m agentrag_verl.methods.reasonrag.train "$MODE" --config "$RECIPE_DIR/$MODE.yaml"
-  --model_name_or_path "$MODEL" --pairs "$PAIRS" --output_dir "$OUTPUT_DIR" "$@")
+OPTIONS=(--config "$RECIPE_DIR/$MODE.yaml" --model_name_or_path "$MODEL" --pairs "$PAIRS" --output_dir "$OUTPUT_DIR"
+  "$@")
+ARGS=(-m agentrag_verl.methods.reasonrag.train "$MODE" "${OPTIONS[@]}")
+SCORE=()
+if [[ "$MODE" == dpo && "$SCORE_HELDOUT" == 1 ]]; then
+  SCORE=("$PYTHON" -m agentrag_verl.methods.reasonrag.heldout "${OPTIONS[@]}")
+fi
 
 if [[ "$N_GPUS" -gt 1 ]]; then
   if [[ "$ACCELERATE_CONFIG" != */* && "$ACCELERATE_CONFIG" != *.yaml ]]; then
@@ -42,6 +52,14 @@ fi
 if [[ "$DRY_RUN" == 1 ]]; then
   printf '%q ' "${CMD[@]}"
   echo
+  if [[ ${#SCORE[@]} -gt 0 ]]; then
+    printf '%q ' "${SCORE[@]}"
+    echo
+  fi
   exit 0
 fi
-exec "${CMD[@]}"
+if [[ ${#SCORE[@]} -eq 0 ]]; then
+  exec "${CMD[@]}"
+fi
+"${CMD[@]}"
+exec "${SCORE[@]}"
