@@ -65,6 +65,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from agentrag_verl.stats import mean_se
+
 DESIGNS: dict[str, dict[str, dict[str, Any]]] = {
     "searchr1": {"grpo": {"script": "recipes/searchr1/run_grpo.sh"}, "ppo": {"script": "recipes/searchr1/run_ppo.sh"}},
     "hiprag": {"grpo": {"script": "recipes/hiprag/run_grpo.sh"}, "ppo": {"script": "recipes/hiprag/run_ppo.sh"}},
@@ -120,14 +122,6 @@ once per step, so the first pass measures how far the actor's log-probs lie from
 
 PLACEMENT_WARNING = "per-step reward placement"
 """What :mod:`agentrag_verl.rewards.managers.step_rewards` logs for a per-step reward it could not place as given."""
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean."""
-    n = len(values)
-    m = sum(values) / n
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return m, sd / math.sqrt(n)
 
 
 def paired_rise(first: list[dict[str, list[float]]], last: list[dict[str, list[float]]]) -> dict[str, Any] | None:

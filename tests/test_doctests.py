@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["_lazy", "failure_log", "http", "jsonl", "options", "registry", "standin"])
+@pytest.mark.parametrize("module", ["_lazy", "failure_log", "http", "jsonl", "options", "registry", "standin", "stats"])
 def test_module_examples(module):
     result = doctest.testmod(importlib.import_module(f"agentrag_verl.{module}"))
     assert result.attempted > 0 and result.failed == 0

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -36,6 +35,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from agentrag_verl.stats import mean_se
 
 __all__ = [
     "PipelineSettings",
@@ -204,14 +205,10 @@ def mean_ci(values: Sequence[float], z: float = 1.96) -> tuple[float | None, flo
     >>> mean_ci([])
     (None, None)
     """
-    n = len(values)
-    if n == 0:
+    if not values:
         return None, None
-    m = sum(values) / n
-    if n == 1:
-        return round(m, 4), None
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-    return round(m, 4), round(z * sd / math.sqrt(n), 4)
+    m, se = mean_se(values)
+    return round(m, 4), None if len(values) == 1 else round(z * se, 4)
 
 
 def stage_metrics(records: Sequence[Mapping[str, Any]], design: str) -> dict[str, Any]:

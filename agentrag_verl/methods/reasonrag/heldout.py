@@ -21,11 +21,12 @@ command's own arguments and this module instead of ``train`` (writes ``<output_d
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from agentrag_verl.stats import mean_se
 
 __all__ = ["HELDOUT_FILE", "pair_margins", "held_out_margins", "main"]
 
@@ -84,17 +85,15 @@ def held_out_margins(
     tokenizer = AutoTokenizer.from_pretrained(str(policy_dir))
     per_pair = pair_margins(*models, tokenizer, rows, beta, max_length)
     margins = [p["margin"] for p in per_pair]
-    n = len(margins)
-    mean = sum(margins) / n if n else math.nan
-    sd = math.sqrt(sum((m - mean) ** 2 for m in margins) / (n - 1)) if n > 1 else math.nan
+    mean, se = mean_se(margins)
     return {
         "policy": str(policy_dir),
         "reference": str(reference_dir),
         "beta": beta,
-        "n": n,
+        "n": len(margins),
         "mean": mean,
-        "se": sd / math.sqrt(n) if n > 1 else math.nan,
-        "accuracy": sum(m > 0 for m in margins) / n if n else math.nan,
+        "se": se,
+        "accuracy": sum(m > 0 for m in margins) / len(margins),
         "pairs": per_pair,
     }
 
