@@ -441,7 +441,7 @@ def heldout_rise(heldout: dict[str, Any] | None) -> dict[str, Any]:
         return {"pairs": 0, "pass": False, "why": "run_dpo.sh scored no held-out pair (SCORE_HELDOUT=0?)"}
     diff, se = heldout["mean"], heldout["se"]
     return {"pairs": heldout["n"], "before": 0.0, "after": diff, "diff": diff, "se": se,
-            "accuracy": heldout["accuracy"], "pass": bool(se == se and diff > 2 * se)}  # fmt: skip
+            "accuracy": heldout["accuracy"], "pass": not math.isnan(se) and diff > 2 * se}  # fmt: skip
 
 
 def report_dpo(s: Any, run: str, common: dict[str, Any], mcts: dict[str, Any], dpo: dict[str, Any]) -> int:
