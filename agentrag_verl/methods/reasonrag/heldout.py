@@ -101,13 +101,10 @@ def held_out_margins(
 def main(argv: list[str] | None = None) -> int:
     """Parse the training command's arguments (TRL's parser, ``dpo.yaml``), rebuild its held-out split and write
     :data:`HELDOUT_FILE` into ``output_dir``; prints the mean margin."""
-    from agentrag_verl.methods.reasonrag.train import ProGuideError, _parser, dpo_rows, load_pairs, split_by_question
+    from agentrag_verl.methods.reasonrag.train import ProGuideError, _parser, dpo_rows, training_split
 
     data_args, training_args, model_args = _parser("dpo").parse_args_and_config(args=argv)
-    pairs = load_pairs(data_args.pairs, data_args.min_gap)
-    if data_args.max_pairs is not None:
-        pairs = pairs[: data_args.max_pairs]
-    _, val_pairs = split_by_question(pairs, data_args.val_size, data_args.split_seed)
+    _, val_pairs = training_split(data_args)
     if not val_pairs:
         raise ProGuideError(f"No held-out pairs (val_size={data_args.val_size}); set val_size above 0 to hold some out")
     output_dir = Path(training_args.output_dir)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ProGuideArguments", "load_pairs", "dpo_rows", "sft_rows", "split_by_question", "main"]
+__all__ = ["ProGuideArguments", "load_pairs", "dpo_rows", "sft_rows", "split_by_question", "training_split", "main"]
 
 
 @dataclass
@@ -140,6 +140,15 @@ def split_by_question(
     return train, val
 
 
+def training_split(data_args: ProGuideArguments) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pairs of ``data_args`` (``min_gap``, ``max_pairs``) split into training and held-out pairs by question:
+    what training uses and what :mod:`agentrag_verl.methods.reasonrag.heldout` scores afterwards."""
+    pairs = load_pairs(data_args.pairs, data_args.min_gap)
+    if data_args.max_pairs is not None:
+        pairs = pairs[: data_args.max_pairs]
+    return split_by_question(pairs, data_args.val_size, data_args.split_seed)
+
+
 def _parser(mode: str) -> Any:
     from trl import ModelConfig, SFTConfig, TrlParser
 
@@ -157,10 +166,7 @@ def train(mode: str, data_args: ProGuideArguments, training_args: Any, model_arg
 
     if not model_args.model_name_or_path:
         raise ProGuideError("Set model_name_or_path (the policy to fine-tune) in the config or on the command line")
-    pairs = load_pairs(data_args.pairs, data_args.min_gap)
-    if data_args.max_pairs is not None:
-        pairs = pairs[: data_args.max_pairs]
-    train_pairs, val_pairs = split_by_question(pairs, data_args.val_size, data_args.split_seed)
+    train_pairs, val_pairs = training_split(data_args)
     rows = dpo_rows if mode == "dpo" else sft_rows
     train_set = Dataset.from_list(rows(train_pairs))
     eval_set = Dataset.from_list(rows(val_pairs)) if val_pairs and training_args.eval_strategy != "no" else None
