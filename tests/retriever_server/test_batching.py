@@ -317,8 +317,9 @@ async def closed_loop(batcher: MicroBatcher, clients: int, rounds: int, think: f
 @pytest.mark.parametrize(("settle", "full"), [(0.1, True), (0.0, False)])
 async def test_settling_keeps_a_closed_loop_of_clients_in_one_batch(settle, full):
     # Without settling, the first client back finds the worker idle and starts a batch of its own, and the loop
-    # splits into groups that alternate; with it, the answered clients' next requests join one batch.
-    fake = Recorder(delay=0.005)
+    # splits into groups that alternate; with it, the answered clients' next requests join one batch. A batch takes
+    # 50 ms, so settling waits up to 5 ms: at 5 ms (0.5 ms of settling) a loaded 2-core CI box once split a batch.
+    fake = Recorder(delay=0.05)
     batcher = MicroBatcher(fake, max_batch_size=64, settle=settle)
     await closed_loop(batcher, clients=16, rounds=8)
     sizes = [sum(len(q) for q in b) for b in fake.batches]
