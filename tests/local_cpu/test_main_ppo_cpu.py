@@ -84,9 +84,9 @@ def test_exits_zero_with_two_logged_steps(run):
 def test_custom_reward_is_what_verl_scored(run):
     _, summary, log, _, _, _ = run
     for metrics in summary["steps"].values():
-        # user_reward.py's length score lies in (0, 1]; the toy default reward would not log user_len_frac below.
+        # user_reward.py's length score lies in (0, 1]; the toy default reward would not log user_length_score below.
         assert 0.0 < metrics["critic/score/mean"] <= 1.0
-    assert "user_len_frac" in log  # the manager's reward_extra_info reached verl's validation metrics
+    assert "user_length_score" in log  # the manager's reward_extra_info reached verl's validation metrics
 
 
 def test_responses_hold_retrieved_passages_outside_the_loss(run):

@@ -2,7 +2,7 @@
 slow main_ppo test (``agentrag-verl train-local --reward-module <this file> --reward-name UserEvidenceReward``).
 
 Score = the toy reward's length score of the model-generated text: a random tiny model's responses differ in length,
-so GRPO groups get non-zero advantages and the actor must move. ``user_len_frac`` in ``reward_extra_info`` shows
+so GRPO groups get non-zero advantages and the actor must move. ``user_length_score`` in ``reward_extra_info`` shows
 the manager's extras reach verl's metrics. Per sample it also writes what the batch holds (whether retrieved passages
 are in the response, the agent loop's extra_fields keys, and the mask split when the reward loop receives
 ``response_mask``) to the JSONL named by ``+reward.reward_kwargs.evidence_path``.
@@ -61,4 +61,4 @@ class UserEvidenceReward(RewardManagerBase):
         with open(self.evidence_path, "a") as f:
             f.write(json.dumps(record) + "\n")
         score = length_score(len(generated))  # the toy reward's shape: varies per sample, so GRPO has advantages
-        return {"reward_score": score, "reward_extra_info": {"user_len_frac": score}}
+        return {"reward_score": score, "reward_extra_info": {"user_length_score": score}}
