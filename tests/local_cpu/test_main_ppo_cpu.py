@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,11 +33,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 HERE = Path(__file__).parent
 
 
-def _console_script() -> str:
-    script = Path(sys.executable).with_name("agentrag-verl")
-    return str(script) if script.exists() else (shutil.which("agentrag-verl") or "agentrag-verl")
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, retriever_service):
     pytest.importorskip("vllm", reason='needs the cpu-rollout extra: pip install "agentrag-verl[cpu-rollout]"')
@@ -48,7 +42,7 @@ def run(tmp_path_factory, retriever_service):
     cmd = [
         "flock",
         "/tmp/agentrag_main_ppo.lock",
-        _console_script(),
+        str(Path(sys.executable).with_name("agentrag-verl")),
         "train-local",
         f"--work-dir={work}",
         "--format=searchr1",
