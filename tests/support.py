@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
+
+CONSOLE = str(Path(sys.executable).with_name("agentrag-verl"))
+"""The package's console script in the test venv (what a user runs as ``agentrag-verl``)."""
 
 
 def corpus_documents() -> list[dict[str, str]]:

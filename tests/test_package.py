@@ -4,13 +4,12 @@ import importlib.metadata as md
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.support import CONSOLE
+
 HEAVY = ["torch", "faiss", "ray.serve", "vllm"]
-# The console script installed beside this interpreter (the venv may not be on PATH).
-CLI = str(Path(sys.executable).with_name("agentrag-verl"))
 
 
 def _modules_after(code: str) -> set[str]:
@@ -51,12 +50,12 @@ def test_verl_loads_our_plugin_on_import():
 
 
 def test_console_script_help():
-    out = subprocess.run([CLI, "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run([CONSOLE, "--help"], capture_output=True, text=True, check=True)
     assert "doctor" in out.stdout
 
 
 def test_doctor_reports_versions_and_plugin():
-    out = subprocess.run([CLI, "doctor", "--json"], capture_output=True, text=True)
+    out = subprocess.run([CONSOLE, "doctor", "--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads(out.stdout)
     assert report["packages"]["verl"] == "0.9.1"

@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from agentrag_verl.agent_loops import AGENT_LOOP_CONFIG
 from agentrag_verl.agent_loops import fields as F
+from tests.support import CONSOLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -42,7 +42,7 @@ def run(tmp_path_factory, retriever_service):
     cmd = [
         "flock",
         "/tmp/agentrag_main_ppo.lock",
-        str(Path(sys.executable).with_name("agentrag-verl")),
+        CONSOLE,
         "train-local",
         f"--work-dir={work}",
         "--format=searchr1",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -30,6 +29,7 @@ from agentrag_verl.methods.searchp1.planners.generate import (
     rejected_path,
 )
 from agentrag_verl.testing import FakeOpenAIServer, Fault
+from tests.support import CONSOLE
 
 from .conftest import QA, PlannerLLM, plan_reply
 
@@ -197,10 +197,6 @@ def test_load_questions_from_prepared_parquet(tmp_path):
         load_questions(tmp_path / "none.parquet")
 
 
-def _console() -> str:
-    return str(Path(sys.executable).with_name("agentrag-verl"))
-
-
 @pytest.mark.timeout(240)
 def test_killed_mid_run_and_restarted_plans_every_question_exactly_once(tmp_path):
     """SIGKILL the CLI mid-run, start it again: each of the 30 questions ends in the cache (or the rejected file)
@@ -211,7 +207,7 @@ def test_killed_mid_run_and_restarted_plans_every_question_exactly_once(tmp_path
     llm = PlannerLLM(correct_seeds=(0, 1), delay=0.1, unanswerable=unanswerable)
     with FakeOpenAIServer(replies=llm) as server:
         cmd = [
-            _console(),
+            CONSOLE,
             "planners",
             "generate",
             "--questions",

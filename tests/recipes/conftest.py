@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support import CONSOLE
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes"
 
@@ -64,10 +66,6 @@ DPO recipe is not a main_ppo run: ``tests/reasonrag/test_train.py``)."""
 PAPERS = ("searchr1", "hiprag", "multistage", "searchp1", "autosearch", "reasonrag")
 
 
-def console() -> str:
-    return str(Path(sys.executable).with_name("agentrag-verl"))
-
-
 def dry_run(recipe: Recipe, *args: str, profile: str = "gpu", **env: str) -> list[str]:
     """The command a script prints with DRY_RUN=1, split as the shell would."""
     full_env = {
@@ -75,7 +73,7 @@ def dry_run(recipe: Recipe, *args: str, profile: str = "gpu", **env: str) -> lis
         "DRY_RUN": "1",
         "PROFILE": profile,
         "PYTHON": sys.executable,
-        "AGENTRAG": console(),
+        "AGENTRAG": CONSOLE,
         **recipe.env,
         **env,
     }

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import RECIPES, REPO, console
+from tests.support import CONSOLE
+
+from .conftest import RECIPES, REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -50,7 +52,7 @@ def test_hiprag_ppo_recipe_runs_as_a_ray_job(tmp_path):
                 "SUBMISSION_ID": submission,
                 "RAY": ray_cli,
                 "PYTHON": sys.executable,
-                "AGENTRAG": console(),
+                "AGENTRAG": CONSOLE,
                 "RAY_AUTH_MODE": "disabled",
                 "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
             }

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import CASES, PAPERS, RECIPES, REPO, compose, console, dry_run, split_main_ppo
+from tests.support import CONSOLE
+
+from .conftest import CASES, PAPERS, RECIPES, REPO, compose, dry_run, split_main_ppo
 
 EXTENSION_KEYS = (
     "reward.reward_kwargs",  # read by our managers (verl's DAPO manager reads it too)
@@ -284,7 +286,7 @@ def _script(path: str, **env: str) -> subprocess.CompletedProcess:
     import os
 
     full_env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "PROFILE", "ROLLOUT", "STAGE")}
-    full_env.update(PYTHON=sys.executable, AGENTRAG=console(), **env)
+    full_env.update(PYTHON=sys.executable, AGENTRAG=CONSOLE, **env)
     return subprocess.run(["bash", str(RECIPES / path)], capture_output=True, text=True, env=full_env, cwd=REPO)
 
 
@@ -472,7 +474,7 @@ def test_ray_submit_takes_the_local_profile(tmp_path):
 
     work = tmp_path / "local"
     env = {**os.environ, "DRY_RUN": "1", "PROFILE": "local", "LOCAL_WORK": str(work), "SUBMISSION_ID": "job-2"}
-    env.update(PYTHON=sys.executable, AGENTRAG=console())
+    env.update(PYTHON=sys.executable, AGENTRAG=CONSOLE)
     proc = subprocess.run(
         ["bash", "recipes/ray/submit.sh", "recipes/hiprag/run_ppo.sh"],
         capture_output=True,
@@ -485,7 +487,7 @@ def test_ray_submit_takes_the_local_profile(tmp_path):
     assert argv[argv.index("--runtime-env") + 1].endswith("+ env_vars: CPU settings>")
     assert "--no-wait" not in argv  # the local services live as long as submit.sh waits for the job
     job = shlex.split(argv[argv.index("--") + 3].removeprefix("exec "))
-    assert job[:4] == [console(), "train-local", "--ray-address", "auto"]  # joins the job's cluster
+    assert job[:4] == [CONSOLE, "train-local", "--ray-address", "auto"]  # joins the job's cluster
     assert "--config-name" in job and job[job.index("--config-name") + 1] == "hiprag_ppo"
     assert not work.exists()  # a dry run creates nothing
     refused = subprocess.run(

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import CONSOLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -45,8 +46,7 @@ ORACLE_YAML = """
 
 def train_local(work: Path, args: list[str], overrides: list[str]) -> dict:
     """Two steps of ``agentrag-verl train-local`` in ``work``, which must succeed: its summary."""
-    exe = str(Path(sys.executable).with_name("agentrag-verl"))
-    cmd = ["flock", "/tmp/agentrag_main_ppo.lock", exe, "train-local", f"--work-dir={work}", "--quiet", *args, "--"]
+    cmd = ["flock", "/tmp/agentrag_main_ppo.lock", CONSOLE, "train-local", f"--work-dir={work}", "--quiet", *args, "--"]
     proc = subprocess.run(cmd + overrides, capture_output=True, text=True)
     summary_path = work / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 
@@ -18,7 +17,7 @@ import pytest
 from agentrag_verl.eval.data import load_datasets
 from agentrag_verl.eval.runner import RunnerConfig
 from agentrag_verl.warmstart.demos import DemoConfig, generate_demos, scripted_teacher_client
-from tests.support import trainer_config
+from tests.support import CONSOLE, trainer_config
 from tests.warmstart.conftest import ROWS
 
 pytestmark = pytest.mark.timeout(600)
@@ -180,8 +179,7 @@ def test_resumes_after_a_kill_with_nothing_lost_or_duplicated(tiny_model_dir, re
         rows.append(row)
     (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out"
-    exe = os.path.join(os.path.dirname(sys.executable), "agentrag-verl")
-    cmd = [exe, "demos", "generate", "--format", "searchr1", "--tokenizer", str(tiny_model_dir),
+    cmd = [CONSOLE, "demos", "generate", "--format", "searchr1", "--tokenizer", str(tiny_model_dir),
            "--retriever-url", retriever_service.url, "--data", str(tmp_path / "data"), "--out", str(out),
            "--concurrency", "1", "--no-progress"]  # fmt: skip
     demos = out / "searchr1" / "demos.jsonl"
