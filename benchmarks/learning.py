@@ -81,6 +81,9 @@ DESIGNS: dict[str, dict[str, dict[str, Any]]] = {
             "script": "recipes/multistage/run_dapo.sh",
             "env": {"STAGE": "switch"},
             "overrides": ["algorithm.filter_groups.enable=true"],
+            # its trajectories are the longest (<think>/<reflect>, 160-token observations): the first run's update
+            # of 6 x 4 in micro-batches of 4 was killed for memory in step 1 (docs/learning.md, multi-stage)
+            "micro_batch": 2,
         }
     },
     "searchp1": {"grpo": {"script": "recipes/searchp1/run_grpo.sh"}},
@@ -241,8 +244,8 @@ def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, pp
     s.grpo_steps = args.steps
     s.grpo_batch_size = args.batch_size or (15 if ppo else 6)
     s.grpo_rollout_n = args.rollout_n or (1 if ppo else 4)
-    if ppo:
-        s.grpo_micro_batch_size = PPO_MICRO_BATCH
+    if ppo or "micro_batch" in design:
+        s.grpo_micro_batch_size = design.get("micro_batch", PPO_MICRO_BATCH)
     pass_size = 3 * s.grpo_questions_per_set
     s.grpo_passes = math.ceil(args.steps * s.grpo_batch_size / pass_size) if args.fixed_set else 0
     s.grpo_lr = args.lr or None

@@ -91,7 +91,7 @@ def settings_of(monkeypatch, *argv: str):
 def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path, monkeypatch):
     """A design other than the demo's gets its own format, prompt and folder, and its recipe's knobs; PPO keeps its
     recipes' one response per prompt, a pass over the fixed question set every 2 steps, and micro-batches of 1
-    (the critic's memory: learning.PPO_MICRO_BATCH)."""
+    (the critic's memory: learning.PPO_MICRO_BATCH); multi-stage's long trajectories take micro-batches of 2."""
     from agentrag_verl.demo.pipeline import PipelineSettings, grpo_overrides, recipe_script
 
     s: PipelineSettings = settings_of(monkeypatch, "--design", design, "--algo", algo, "--steps", "20")
@@ -102,7 +102,8 @@ def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path
         assert s.recipe_env == {"STAGE": "switch", "STAGE_SWITCH_STEP": "10"}
         assert "algorithm.filter_groups.enable=true" in grpo_overrides(s)
     assert "data.shuffle=false" in grpo_overrides(s) and s.grpo_kl_coef == 0.0
-    micro = 1 if algo == "ppo" else 4  # the largest divisor of the step's trajectories within the bound
+    # the largest divisor of the step's trajectories within the bound
+    micro = {"ppo": 1, "dapo": 2}.get(algo, 4)
     assert f"critic.ppo_micro_batch_size_per_gpu={micro}" in grpo_overrides(s)
     assert f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}" in grpo_overrides(s)
 
