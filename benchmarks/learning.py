@@ -81,8 +81,8 @@ DESIGNS: dict[str, dict[str, dict[str, Any]]] = {
             "script": "recipes/multistage/run_dapo.sh",
             "env": {"STAGE": "switch"},
             "overrides": ["algorithm.filter_groups.enable=true"],
-            # its trajectories are the longest (<think>/<reflect>, 160-token observations): the first run's update
-            # of 6 x 4 in micro-batches of 4 was killed for memory in step 1 (docs/learning.md, multi-stage)
+            # its trajectories are the longest (<think>/<reflect>, 160-token observations): a margin for the actor
+            # update, whose full-length micro-batches of 4 would take about 18 GB (PPO_MICRO_BATCH's probe)
             "micro_batch": 2,
         }
     },

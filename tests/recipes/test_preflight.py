@@ -92,6 +92,8 @@ def test_gpu_command_starts(recipe, variant, model_named):
         assert cfg.actor_rollout_ref.rollout.custom.agentrag.retriever_url == knobs["RETRIEVER_URL"]
     if extra:
         assert overrides[-1] == extra[0] and cfg.trainer.total_epochs == 3
+    # on GPU the multi-stage recipe batches its 16k-token sequences by tokens (Table 5); only the local profile not
+    assert cfg.actor_rollout_ref.actor.use_dynamic_bsz is (recipe.reward == "MultistageRewardManager")
 
 
 @pytest.mark.parametrize("recipe", CASES, ids=lambda c: c.id)
@@ -110,6 +112,10 @@ def test_local_profile_command_starts(recipe, tmp_path):
     assert cfg.data.train_files == str(work / "data" / "train.parquet")
     assert cfg.actor_rollout_ref.rollout.custom.agentrag.retriever_url.startswith("http://127.0.0.1:")
     assert cfg.actor_rollout_ref.actor.fsdp_config.param_offload is False
+    # micro-batches by count: a recipe's token budget (multi-stage: 18432) packs ~10 CPU-length sequences at once
+    arr = cfg.actor_rollout_ref
+    assert arr.actor.use_dynamic_bsz is False and arr.rollout.log_prob_use_dynamic_bsz is False
+    assert arr.ref.log_prob_use_dynamic_bsz is False
     assert cfg.algorithm.adv_estimator == recipe.algo
     if recipe.algo == "gae":
         assert cfg.critic.strategy == "fsdp2" and cfg.critic.model.path == cfg.actor_rollout_ref.model.path
