@@ -247,7 +247,7 @@ run_recipe() {
 # (initial_search: a random tiny policy never writes a search tag, so the real retriever would go unused).
 # Batches by count, not tokens: the multi-stage recipe packs up to 18432 tokens per actor micro-batch (dynamic batch
 # size, Table 5's 16k-token sequences), about ten of the local profile's full-length sequences at once, and its
-# first CPU learning run was killed for memory in the actor update (docs/learning.md); the rollout's and the ref's
+# first two CPU learning runs were killed for memory in the actor update (docs/learning.md); the rollout's and the ref's
 # log-prob batching follow the actor's (verl's defaults interpolate it).
 LOCAL_BASE_OVERRIDES=(
   actor_rollout_ref.actor.use_dynamic_bsz=false

@@ -92,7 +92,7 @@ def test_gpu_command_starts(recipe, variant, model_named):
         assert cfg.actor_rollout_ref.rollout.custom.agentrag.retriever_url == knobs["RETRIEVER_URL"]
     if extra:
         assert overrides[-1] == extra[0] and cfg.trainer.total_epochs == 3
-    # on GPU the multi-stage recipe batches its 16k-token sequences by tokens (Table 5); only the local profile not
+    # on GPU the multi-stage recipe batches its 16k-token sequences by tokens (Table 5); the local profile does not
     assert cfg.actor_rollout_ref.actor.use_dynamic_bsz is (recipe.reward == "MultistageRewardManager")
 
 
