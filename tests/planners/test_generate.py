@@ -197,6 +197,25 @@ def test_load_questions_from_prepared_parquet(tmp_path):
         load_questions(tmp_path / "none.parquet")
 
 
+def test_load_questions_keeps_a_question_listed_in_several_passes_once(tmp_path):
+    """The learning benchmark's training file lists its fixed question set in 4 passes: one plan per question."""
+    import pandas as pd
+
+    assert prepare_mini(tmp_path) == 0
+    frame = pd.read_parquet(tmp_path / "train.parquet")
+    passes = pd.concat([frame, frame.iloc[::-1], frame], ignore_index=True)
+    passes.to_parquet(tmp_path / "passes.parquet")
+    qs = load_questions(tmp_path / "passes.parquet")
+    assert [q.id for q in qs] == [q.id for q in load_questions(tmp_path / "train.parquet")]  # first-seen order
+    assert len(qs) == 30
+
+    info = dict(passes.at[31, "extra_info"])  # a later pass renames question 1: the same id, another question
+    passes.at[31, "extra_info"] = {**info, "question": "Who wrote something else?"}
+    passes.to_parquet(tmp_path / "conflict.parquet")
+    with pytest.raises(ValueError, match=rf"\['{info['id']}'\] repeat with a different question"):
+        load_questions(tmp_path / "conflict.parquet")
+
+
 @pytest.mark.timeout(240)
 def test_killed_mid_run_and_restarted_plans_every_question_exactly_once(tmp_path):
     """SIGKILL the CLI mid-run, start it again: each of the 30 questions ends in the cache (or the rejected file)

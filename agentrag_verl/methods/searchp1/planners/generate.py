@@ -131,15 +131,20 @@ def load_questions(path: str | os.PathLike[str]) -> list[Question]:
     reward manager looks up) or from a FlashRAG-layout ``.jsonl`` (ids verbatim, read by
     :func:`~agentrag_verl.data.flashrag.read_questions`); question texts stripped.
 
+    A row that repeats an earlier row's id with the same question and gold answers (a training file that lists its
+    questions in several passes, or up-samples them) is the same question: it is kept once, in its first place, as
+    the cache holds one plan per id.
+
     Raises:
-        ValueError: The file is missing, a row lacks an id / question / gold answers, or an id repeats.
+        ValueError: The file is missing, a row lacks an id / question / gold answers, or an id repeats with another
+            question or other gold answers.
     """
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"question file {p} not found; pass the train parquet of `agentrag-verl data prepare`")
     if p.suffix != ".parquet":
         questions = read_questions(p, dataset=p.stem, split="train", flag="--questions")
-        return [replace(q, question=q.question.strip()) for q in questions]
+        return _unique_ids(p, [replace(q, question=q.question.strip()) for q in questions])
     import pandas as pd
 
     frame = pd.read_parquet(p)
@@ -160,11 +165,24 @@ def load_questions(path: str | os.PathLike[str]) -> list[Question]:
                 f"(got id={qid!r}, question={question!r}, target={golds!r}); re-run `agentrag-verl data prepare`"
             )
         out.append(Question(str(qid), str(question), tuple(golds), p.stem, str(info.get("split") or "train")))
-    counts = Counter(q.id for q in out)
-    repeated = [i for i, n in counts.items() if n > 1]
-    if repeated:
-        raise ValueError(f"{p}: question ids repeat ({repeated[:5]}); the planner cache is keyed by id")
-    return out
+    return _unique_ids(p, out)
+
+
+def _unique_ids(path: Path, questions: list[Question]) -> list[Question]:
+    """``questions`` with each id once, in first-seen order; an id whose rows disagree on the question or the gold
+    answers is an error (:func:`load_questions`)."""
+    first: dict[str, Question] = {}
+    conflicts: list[str] = []
+    for q in questions:
+        seen = first.setdefault(q.id, q)
+        if (seen.question, seen.golden_answers) != (q.question, q.golden_answers) and q.id not in conflicts:
+            conflicts.append(q.id)
+    if conflicts:
+        raise ValueError(
+            f"{path}: question ids {conflicts[:5]} repeat with a different question or different gold answers; the "
+            "planner cache holds one plan per id, so give each question its own id"
+        )
+    return list(first.values())
 
 
 def _plan_id(record: Mapping[str, Any]) -> str:
