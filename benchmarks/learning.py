@@ -249,6 +249,7 @@ def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, pp
     pass_size = 3 * s.grpo_questions_per_set
     s.grpo_passes = math.ceil(args.steps * s.grpo_batch_size / pass_size) if args.fixed_set else 0
     s.grpo_lr = args.lr or None
+    s.grpo_temperature = None  # the recipe's sampling temperature (Search-P1's 0.6; the others' 1.0)
     s.grpo_kl_coef = None if args.kl_coef < 0 else args.kl_coef
     if args.fixed_set and pass_size % s.grpo_batch_size:
         raise ValueError(f"--batch-size must divide the {pass_size} questions of a pass (or --no-fixed-set)")

@@ -259,3 +259,23 @@ def test_loopback_services_are_refused_on_several_nodes(script):
     )
     assert done.returncode == 2 and not done.stdout
     assert "RETRIEVER_URL=http://127.0.0.1:8000/retrieve points at this machine, but NNODES=2" in done.stderr
+
+
+def test_learning_benchmark_samples_what_its_actor_scores(tmp_path, monkeypatch):
+    """The learning benchmark's RL stage takes vLLM's log-probs as PPO's old ones (bypass mode). vLLM returns them for
+    the distribution it sampled from, after top-k / top-p, while the actor's are untruncated; so the stage samples
+    untruncated, at the recipe's temperature (Search-P1: 0.6 with top-k 20 / top-p 0.95 in the recipe). Checked on
+    the command verl starts: the recipe's local profile with the stage's overrides."""
+    from agentrag_verl.demo.pipeline import grpo_overrides
+    from tests.benchmarks.test_learning import settings_of
+
+    s = settings_of(monkeypatch, "--design", "searchp1")
+    sizes = {"LOCAL_BATCH_SIZE": str(s.grpo_batch_size), "LOCAL_ROLLOUT_N": str(s.grpo_rollout_n)}
+    argv = dry_run(
+        _recipe("searchp1/run_grpo.sh"), *grpo_overrides(s), profile="local", LOCAL_WORK=str(tmp_path), **sizes
+    )
+    report = check_command(argv)
+    assert report.ok, _failure(_recipe("searchp1/run_grpo.sh"), "learning benchmark", report)
+    rollout = report.config.actor_rollout_ref.rollout
+    assert report.config.algorithm.rollout_correction.bypass_mode is True
+    assert (rollout.temperature, rollout.top_k, rollout.top_p) == (0.6, -1, 1.0)
