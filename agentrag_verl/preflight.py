@@ -26,6 +26,8 @@ the config. For the exact command a user would run (``python -m verl.trainer.mai
    - ``reward manager``: verl resolves and constructs it (``load_reward_manager``: unknown ``reward_kwargs`` fail);
    - ``ignored settings``: a value verl 0.9.1 defines but never acts on (:data:`IGNORED_SETTINGS`) is refused rather
      than silently dropped;
+   - ``old log-probs``: PPO's old log-probs taken from the rollout (verl's bypass mode) need untruncated sampling
+     (no top-k, top-p 1), because the engine returns the log-probs of the truncated distribution it sampled from;
    - ``training length``: where the training files are on this machine, the run reaches
      ``trainer.total_training_steps`` before its epochs run out, and its learning-rate warm-up ends inside the run.
 
@@ -229,6 +231,7 @@ def check_config(cfg: Any) -> list[Check]:
         ("agent loops", lambda: _agent_loops(cfg)),
         ("reward manager", lambda: _reward_manager(cfg, model_dir)),
         ("ignored settings", lambda: _ignored_settings(cfg)),
+        ("old log-probs", lambda: _old_log_probs(cfg)),
         ("training length", lambda: _training_length(cfg)),
     ):
         try:
@@ -432,6 +435,28 @@ def _ignored_settings(cfg: Any) -> str:
     if problems:
         raise ValueError("; ".join(problems))
     return ""
+
+
+def _old_log_probs(cfg: Any) -> str:
+    """PPO's old log-probs taken from the rollout (verl's bypass mode) must be the actor's own at the rollout's
+    weights. The rollout engine returns the log-probs of the distribution it sampled from, after top-k and top-p
+    (vLLM's ``logprobs_mode: processed_logprobs``, verl's default), while the actor's are untruncated: with
+    truncation every sampled token's ratio starts below 1 and the clip range is off-centre from the first update."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.select(cfg, "algorithm.rollout_correction.bypass_mode", default=False):
+        return "recomputed by the actor"
+    rollout = cfg.actor_rollout_ref.rollout
+    top_k, top_p = int(rollout.get("top_k", -1) or -1), float(rollout.get("top_p", 1.0) or 1.0)
+    truncated = [s for s, on in ((f"top_k={top_k}", top_k > 0), (f"top_p={top_p}", top_p < 1.0)) if on]
+    if truncated:
+        raise ValueError(
+            f"algorithm.rollout_correction.bypass_mode=true takes the rollout's log-probs as PPO's old ones, but the "
+            f"rollout samples with {' and '.join(truncated)}: its log-probs are of the truncated distribution and the "
+            "actor's are not, so every ratio starts off 1; sample untruncated (actor_rollout_ref.rollout.top_k=-1 "
+            "top_p=1.0) or let the actor recompute them (bypass_mode=false)"
+        )
+    return "the rollout's (bypass mode), untruncated sampling"
 
 
 def _train_rows(files: Any) -> int | None:
