@@ -74,6 +74,9 @@ RIGHT_P1 = (
 WRONG_P1 = "<reasoning>I know it.</reasoning>\n<answer>Fenwick</answer>"
 
 
+TWO_HOP = "In what year did the author of the poetry collection The Trendane Poems die?"
+
+
 def test_each_methods_rules_answer_its_own_prompts_and_an_unknown_prompt_is_refused():
     from agentrag_verl.judges.client import JudgeRequest
     from agentrag_verl.methods.searchp1 import judge as searchp1
@@ -97,16 +100,22 @@ def test_each_methods_rules_answer_its_own_prompts_and_an_unknown_prompt_is_refu
                             "Who built it?", ["Jory Pendle"], "Search once.", ["who built the Velda bridge"], WRONG_P1
                         ),
                         searchp1.planner_request("Who built the bridge?", ["Jory Pendle"]),
+                        searchp1.planner_request(TWO_HOP, ["1938"]),
                         JudgeRequest([{"role": "user", "content": "Tell me a joke."}], str),
                     ]
                 )
             finally:
                 await client.aclose()
 
-    right, wrong, plan, unknown = asyncio.run(run())
+    right, wrong, plan, two_hop, unknown = asyncio.run(run())
     # the evaluator's sheet follows the trajectory (a constant one would pay every trajectory the same path credit)
     assert right.ok and wrong.ok
     assert astuple(right.value) == (1.2, 2, 1, 1, 1.0, 1.0)  # right, grounded, reference covered; a repeated query
     assert astuple(wrong.value) == (0.2, 0, 0, 0, 0.0, 0.0)  # no search, wrong answer
     assert plan.ok and plan.value.reasoning_path == ("Who built the bridge?",) and "Jory Pendle" in plan.value.planner
+    # a mini-wiki question's reference path is its hops (examples/mini_wiki/multi_hop/train.jsonl, multi_hop_train_0)
+    assert two_hop.ok and two_hop.value.reasoning_path == (
+        "Who wrote the poetry collection The Trendane Poems?",
+        "In what year did Sevock Kelow die?",
+    )
     assert not unknown.ok and "unknown judge prompt" in (unknown.error or "")

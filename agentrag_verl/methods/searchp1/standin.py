@@ -1,7 +1,9 @@
 """Search-P1's rules in the stand-in judge server (:mod:`agentrag_verl.standin`; a stand-in, not a model).
 
-- Figure 8 planner prompt: a one-query plan (the question itself) naming the gold answer the prompt gives, so
-  ``agentrag-verl planners generate`` builds a local reference-planner cache.
+- Figure 8 planner prompt: the reference path of a mini-wiki question is its hops' queries (the row's
+  ``metadata.hops``, the plan the scripted teacher plays), as a strong planner would split a two-hop question;
+  any other question gets a one-query plan (the question itself). The planner text names the gold answer the
+  prompt gives. So ``agentrag-verl planners generate`` builds a local reference-planner cache.
 - Figure 9 evaluator: a score sheet computed from the prompt by rules (:func:`evaluate`), so that the path reward
   and the soft outcome move with the trajectory as a real evaluator's would (a constant sheet would hand every
   trajectory the same credit and hide a reward that cannot teach):
@@ -18,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -25,7 +28,7 @@ from agentrag_verl.judges.prompts import ANSWER_SEPARATOR
 from agentrag_verl.methods.searchp1.judge import parse_reasoning_path
 from agentrag_verl.metrics import cover_exact_match, f1_score, normalize_answer
 
-__all__ = ["evaluate", "reply"]
+__all__ = ["evaluate", "reply", "world_plans"]
 
 _QUESTION = re.compile(r"Current Question: (.*?)\n")
 _ANSWER = re.compile(r"Correct Answer: (.*?)\n")
@@ -91,8 +94,25 @@ def reply(system: str, user: str) -> str | None:
         question, answer = _QUESTION.search(user), _ANSWER.search(user)
         q = question.group(1).strip() if question else "the question"
         a = answer.group(1).strip() if answer else "unknown"
+        path = world_plans().get(q) or (q,)
+        steps = "\n".join(f"{i}. {step}" for i, step in enumerate(path, 1))
+        searches = "once" if len(path) == 1 else f"{len(path)} times, one step at a time"
         return (
-            f"<correct_reasoning_path>\n1. {q}\n</correct_reasoning_path>\n"
-            f"<optimized_planner>\nSearch for the question once, then answer {a}.\n</optimized_planner>"
+            f"<correct_reasoning_path>\n{steps}\n</correct_reasoning_path>\n"
+            f"<optimized_planner>\nSearch {searches}, then answer {a}.\n</optimized_planner>"
         )
     return None
+
+
+@functools.cache
+def world_plans() -> dict[str, tuple[str, ...]]:
+    """``{question: its hops' queries}`` of every mini-wiki question that carries ``metadata.hops``."""
+    from agentrag_verl.eval.data import MINI_WIKI_DIR
+
+    plans = {}
+    for path in sorted(MINI_WIKI_DIR.glob("*/*.jsonl")):
+        for row in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
+            hops = (row.get("metadata") or {}).get("hops")
+            if hops:
+                plans[row["question"].strip()] = tuple(str(h["query"]) for h in hops)
+    return plans
