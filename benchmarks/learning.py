@@ -26,7 +26,7 @@ held-out metrics before and after RL; then the checks:
 1. the mean training reward of the last 5 steps exceeds that of the first 5 by more than 2 standard errors;
 2. held-out CEM after RL is not below CEM after the warm start (within its CI);
 3. PPO-GAE: the critic's explained variance rises (mean of the last 5 steps above the first 5's);
-4. every step's rollout and actor log-probabilities agree (``actor/ppo_kl`` below :data:`PPO_KL_LIMIT`), and where
+4. every step's rollout and actor log-probabilities agree (``|actor/ppo_kl|`` below :data:`PPO_KL_LIMIT`), and where
    the reward places per-step rewards (AutoSearch) no placement failed.
 
 ReasonRAG (``--design reasonrag``) has no verl run: its warm start (each stage trained on its own prompt)
@@ -368,8 +368,9 @@ def main() -> int:
         checks["critic_fits"] = {"first5": mean_se(ev[:5]), "last5": mean_se(ev[-5:]),
                                  "pass": mean_se(ev[-5:])[0] > mean_se(ev[:5])[0]}  # fmt: skip
     # the reward's placement and the policy's log-probs, in every step: a run where they break fails loudly
-    kl = [m.get("actor/ppo_kl") for m in rl["steps"].values() if m.get("actor/ppo_kl") is not None]
-    checks["logprobs_agree"] = {"max_ppo_kl": max(kl, default=None), "limit": PPO_KL_LIMIT,
+    # (its size: a gap of either sign is a mismatch; the rollout's log-probs may lie above the actor's or below)
+    kl = [abs(m["actor/ppo_kl"]) for m in rl["steps"].values() if m.get("actor/ppo_kl") is not None]
+    checks["logprobs_agree"] = {"max_abs_ppo_kl": max(kl, default=None), "limit": PPO_KL_LIMIT,
                                 "pass": bool(kl) and max(kl) < PPO_KL_LIMIT}  # fmt: skip
     # the step-reward worker logs every placement it could not make as given (verl's dump keeps no reward extras)
     log = s.work_dir / f"{run}_bench" / "recipe.log"
