@@ -752,7 +752,7 @@ def grpo_overrides(settings: PipelineSettings) -> list[str]:
         "algorithm.rollout_correction.bypass_mode=true",
         # ... which holds only for untruncated sampling: vLLM returns the log-probs of the distribution it sampled
         # from (verl's logprobs_mode "processed_logprobs"), after top-k / top-p, and the actor's are untruncated.
-        # Search-P1's top-k 20 / top-p 0.95 put actor/ppo_kl at 0.013-0.014 (every token's ratio below 1 by the
+        # Search-P1's top-k 20 / top-p 0.95 put actor/ppo_kl at 0.013-0.015 (every token's ratio below 1 by the
         # renormalization), so the RL stage samples from the whole temperature-scaled distribution
         "actor_rollout_ref.rollout.top_k=-1",
         "actor_rollout_ref.rollout.top_p=1.0",
