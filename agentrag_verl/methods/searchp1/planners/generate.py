@@ -131,20 +131,20 @@ def load_questions(path: str | os.PathLike[str]) -> list[Question]:
     reward manager looks up) or from a FlashRAG-layout ``.jsonl`` (ids verbatim, read by
     :func:`~agentrag_verl.data.flashrag.read_questions`); question texts stripped.
 
-    A row that repeats an earlier row's id with the same question and gold answers (a training file that lists its
-    questions in several passes, or up-samples them) is the same question: it is kept once, in its first place, as
-    the cache holds one plan per id.
+    A parquet row that repeats an earlier row's id with the same question and gold answers (a training file that
+    lists its questions in several passes, or up-samples them) is the same question: it is kept once, in its first
+    place, as the cache holds one plan per id. (``read_questions`` refuses any repeated id in a FlashRAG file.)
 
     Raises:
         ValueError: The file is missing, a row lacks an id / question / gold answers, or an id repeats with another
-            question or other gold answers.
+            question or other gold answers (in a FlashRAG file: at all).
     """
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"question file {p} not found; pass the train parquet of `agentrag-verl data prepare`")
     if p.suffix != ".parquet":
         questions = read_questions(p, dataset=p.stem, split="train", flag="--questions")
-        return _unique_ids(p, [replace(q, question=q.question.strip()) for q in questions])
+        return [replace(q, question=q.question.strip()) for q in questions]
     import pandas as pd
 
     frame = pd.read_parquet(p)
