@@ -360,7 +360,18 @@ def main() -> int:
     print_held_out(warm, after)
 
     checks: dict[str, dict[str, Any]] = {}
-    if rise := reward_rise(rewards, searches, paired=args.fixed_set):
+    if s.recipe_env.get("STAGE") == "switch":  # two reward functions in one run: compare the steps on the last one's
+        switch = int(s.recipe_env["STAGE_SWITCH_STEP"])
+        rescored = on_last_stage(searches, switch)
+        means = [
+            mean_se([x for xs in rescored[k]["rewards_by_question"].values() for x in xs])[0] for k in sorted(rescored)
+        ]
+        print(f"multi-stage: stage 2 from step {switch}; reward per step as stage 2 scores it (r - β·RC before it):",
+              " ".join(f"{m:.3f}" for m in means))  # fmt: skip
+        if rise := reward_rise(means, rescored, paired=args.fixed_set):
+            checks["reward_rises"] = {**rise, "scale": f"stage 2 (steps before {switch} rescored: r - β·RC)",
+                                      "as_scored": reward_rise(rewards, searches, paired=args.fixed_set)}  # fmt: skip
+    elif rise := reward_rise(rewards, searches, paired=args.fixed_set):
         checks["reward_rises"] = rise
     checks["cem_holds"] = cem_holds(warm, after)
     ev = [c["vf_explained_var"] for c in curve if c["vf_explained_var"] is not None]
@@ -380,6 +391,31 @@ def main() -> int:
            "searches": list(searches.values()), "checks": checks, "settings": rl.get("settings"),
            "stand_ins": stand_ins}  # fmt: skip
     return finish(s, run, out)
+
+
+def on_last_stage(searches: dict[int, dict[str, Any]], switch_step: int) -> dict[int, dict[str, Any]]:
+    """Multi-stage with the stage switch inside the run (``STAGE=switch``): every step's ``rewards_by_question`` as
+    the stage in force at the last step scores them (:func:`~agentrag_verl.methods.multistage.reward.restage`, with
+    each trajectory's RC from ``searches_by_question`` and the recipe's β = 0.3).
+
+    Stage 2 pays β·RC less than stage 1 for every searching trajectory, right or wrong, so comparing stage-1 steps
+    with stage-2 steps as scored would count the switch itself as a fall of about 0.3 per search. On the last stage's
+    scale a policy that kept its answers and its searches scores the same in both blocks, and one that answers as
+    well with fewer searches scores higher: what stage 2 trains for."""
+    from agentrag_verl.methods.multistage.reward import restage, stage_for_step
+
+    last = stage_for_step(max(searches), None, switch_step)
+    out = {}
+    for step, r in searches.items():
+        stage = stage_for_step(step, None, switch_step)
+        out[step] = {
+            **r,
+            "rewards_by_question": {
+                q: [restage(x, rc, stage, last) for x, rc in zip(xs, r["searches_by_question"][q], strict=True)]
+                for q, xs in r["rewards_by_question"].items()
+            },
+        }
+    return out
 
 
 def reward_rise(rewards: list[float], searches: dict[int, dict[str, Any]], *, paired: bool) -> dict[str, Any] | None:

@@ -646,6 +646,9 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
     whether skipping the search could pay: the reward favours it only where answers without a search are right about
     as often and searches are judged needless.
 
+    ``searches_by_question`` holds each trajectory's RC beside its score in ``rewards_by_question``: the searches of
+    the format's parse of the response, as the reward counts them.
+
     With ``demo_knowledge`` (the probe's labels of the training questions) it also counts ``searched_by_bucket``:
     ``{bucket: [searched, n]}`` over the buckets of :func:`agentrag_verl.eval.metrics.bucket_of` (a corpus question
     the probe did not label counts as ``corpus``).
@@ -653,13 +656,15 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
     Returns:
         ``[{"step", "trajectories", "searched_common": [searched, n], "searched_corpus": [searched, n],
         "right_common": [right & searched, right & not searched], "over_search_common": k,
-        "rewards_by_question": {question: [score of each of its trajectories]}, "searched_by_bucket"}, ...]``.
+        "rewards_by_question": {question: [score of each of its trajectories]}, "searches_by_question",
+        "searched_by_bucket"}, ...]``.
     """
     from agentrag_verl.eval.metrics import bucket_name
     from agentrag_verl.formats import get_format
 
     read_score = settings.method.load("score_reading")
-    search_open = get_format(settings.format).action_spec.search_tags[0]
+    fmt = get_format(settings.format)
+    search_open = fmt.action_spec.search_tags[0]
     known = known_questions(Path(settings.demo_knowledge), "train") if settings.demo_knowledge else None
     questions = sorted(
         ((q.question, ds, q.key) for ds, qs in load_split(settings, "train", settings.train_limit).items() for q in qs),
@@ -671,6 +676,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
         counts = {"common": [0, 0], "corpus": [0, 0]}
         searches = {"common": 0, "corpus": 0}
         by_question: dict[str, list[float]] = {}
+        rc_by_question: dict[str, list[int]] = {}
         right_common, over_search_common = [0, 0], 0
         by_bucket: dict[str, list[int]] = {}
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -679,6 +685,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
             if ds is None:
                 continue
             by_question.setdefault(q, []).append(float(r["score"]))
+            rc_by_question.setdefault(q, []).append(fmt.parse(r["output"]).num_searches)
             searched = search_open in r["output"]
             kind = "common" if ds == "common" else "corpus"
             searches[kind] += r["output"].count(search_open)
@@ -705,6 +712,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
                 "right_common": right_common if read_score else None,
                 "over_search_common": over_search_common if read_score else None,
                 "rewards_by_question": by_question,
+                "searches_by_question": rc_by_question,
                 **({"searched_by_bucket": by_bucket} if known is not None else {}),
             }
         )

@@ -177,3 +177,37 @@ def test_reward_rise_pairs_over_questions_on_the_fixed_set():
     over_steps = learning.reward_rise(rewards, searches, paired=False)
     assert over_steps["se"] == over_steps["se_over_steps"] and over_steps["pass"] == over_steps["pass_over_steps"]
     assert learning.reward_rise(rewards[:9], searches, paired=True) is None
+
+
+def test_a_stage_switch_run_compares_its_steps_on_the_last_stages_scale():
+    """Multi-stage with ``STAGE=switch``: stage 2 pays β·RC less for every searching trajectory (Eq. r_a), so a
+    policy that did not change would fall 0.3 per search across the switch as scored. On stage 2's scale it holds,
+    and a policy that answers as well with one search fewer rises by β."""
+    import yaml
+
+    from agentrag_verl.methods.multistage.reward import restage
+
+    learning = load("learning")
+    # two questions, one trajectory each: "a" right after 1 search (stage 1: 1 + 0 + 1), "b" wrong after 2 (stage 1:
+    # -1 + 0.6 - 0.1 + 1); from step 6 (the switch) the same trajectories score 1.7 and -0.1 - 1 + 1 = -0.1
+    same = {
+        step: {
+            "rewards_by_question": {"a": [2.0 if step < 6 else 1.7], "b": [0.5 if step < 6 else -0.1]},
+            "searches_by_question": {"a": [1], "b": [2]},
+        }
+        for step in range(1, 11)
+    }
+    rescored = learning.on_last_stage(same, switch_step=6)
+    assert all(rescored[k]["rewards_by_question"] == {"a": [1.7], "b": [-0.1]} for k in rescored)
+    means = [0.8] * 10
+    assert learning.reward_rise(means, rescored, paired=True)["diff"] == pytest.approx(0.0)
+    as_scored = learning.reward_rise([1.25] * 5 + [0.8] * 5, same, paired=True)
+    assert as_scored["paired"]["diff"] == pytest.approx(-0.45)  # the switch alone: -0.3 and -0.6
+    # after the switch "a" is answered right without its search: 1 + 0 + 1 = 2.0 in stage 2, a rise of β·RC = 0.3
+    fewer = {k: {**r, "rewards_by_question": {**r["rewards_by_question"], "a": [2.0]}, "searches_by_question": {
+        "a": [0], "b": [2]}} if k >= 6 else r for k, r in same.items()}  # fmt: skip
+    paired = learning.reward_rise(means, learning.on_last_stage(fewer, 6), paired=True)["paired"]
+    assert paired["diff"] == pytest.approx(0.15)  # (0.3 + 0) / 2 questions
+    # the β it rescores with is the recipe's
+    recipe = yaml.safe_load((BENCHMARKS.parent / "recipes/multistage/config/multistage_common.yaml").read_text())
+    assert restage(0.0, 1, 1, 2) == -recipe["reward"]["reward_kwargs"]["beta"]

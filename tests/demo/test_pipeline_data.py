@@ -109,6 +109,7 @@ def test_rollout_searches_counts_searching_trajectories_per_kind_of_question(tmp
         "right_common": [0, 0],  # every score 0.2: wrong
         "over_search_common": 0,
         "rewards_by_question": {common: [0.2, 0.2], single: [0.2]},
+        "searches_by_question": {common: [1, 0], single: [1]},  # RC as the reward's parse counts it
     }
     assert got[1]["searched_corpus"] == [0, 2] and got[1]["searched_common"] == [0, 0]  # unknown question skipped
     assert got[1]["trajectories"] == 3 and got[2]["searched_common"] == [0, 1]

@@ -44,6 +44,7 @@ __all__ = [
     "total_reward",
     "average_pairwise_similarity",
     "stage_for_step",
+    "restage",
 ]
 
 QUESTION_WORDS = frozenset("what who whom whose which when where why how".split())
@@ -213,3 +214,22 @@ def stage_for_step(global_step: int | None, stage: Literal[1, 2] | None, switch_
     if switch_step is None or global_step is None:
         return 1
     return 2 if global_step >= switch_step else 1
+
+
+def restage(
+    total: float, retrieval_count: int, from_stage: Literal[1, 2], to_stage: Literal[1, 2], beta: float = 0.3
+) -> float:
+    """A trajectory's total reward ``r`` scored in ``from_stage``, as ``to_stage`` scores it.
+
+    Only r_a depends on the stage, and by the same amount for right and wrong answers: stage 1 pays ``β·RC`` more
+    (a right answer 1 against ``1 - β·RC``, a wrong one ``-1 + β·RC`` against -1). So the stage of a scored
+    trajectory can change without its judge verdict, which a training log does not keep. A run with the stage
+    switch inside it compares its steps on one scale with this (``benchmarks/learning.py``).
+
+    >>> restage(0.4 + 0.0 + 1.0, 2, 2, 1), restage(-0.4 - 0.2 + 1.0, 2, 1, 2)
+    (2.0, -0.2)
+    >>> restage(1.7, 1, 2, 2)
+    1.7
+    """
+    rc = max(0, int(retrieval_count))
+    return round(total + answer_reward(True, rc, to_stage, beta) - answer_reward(True, rc, from_stage, beta), 12)
