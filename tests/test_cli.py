@@ -168,6 +168,27 @@ def test_a_fingerprint_without_results_does_not_block_a_rerun(tmp_path):
         _check_run_file(tmp_path, config(0.0))  # with results, another configuration is still refused
 
 
+def test_results_without_judged_metrics_do_not_resume_a_judged_evaluation(tmp_path):
+    """Judge accuracy and HiPRAG's OSR/USR are written per question: a judged rerun over unjudged results would keep
+    the questions already done without them."""
+    from agentrag_verl.eval.harness import EvalConfig, _check_run_file
+    from agentrag_verl.eval.runner import RunnerConfig
+
+    runner = RunnerConfig(tokenizer="t", base_url="http://x/v1", model="m", retriever_url="http://x/retrieve")
+    judge = {"base_url": "http://x/v1", "model": "judge"}
+
+    def config(judge_metrics: bool, judge: dict | None = judge) -> EvalConfig:
+        return EvalConfig(runner, ["hiprag"], str(tmp_path), judge=judge, judge_metrics=judge_metrics)
+
+    assert config(True).fingerprint()["judge_metrics"] and not config(False).fingerprint()["judge_metrics"]
+    assert config(True, None).fingerprint() == config(False, None).fingerprint()  # no judge: nothing judged either way
+    _check_run_file(tmp_path, config(False))
+    (tmp_path / "hiprag").mkdir()
+    (tmp_path / "hiprag" / "results.jsonl").write_text('{"dataset": "d", "id": "1"}\n')
+    with pytest.raises(ValueError, match=r"differs in \['judge_metrics'\]"):
+        _check_run_file(tmp_path, config(True))
+
+
 # ---- agentrag-verl planners generate ---------------------------------------------------------------------------------
 
 

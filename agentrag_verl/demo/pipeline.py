@@ -346,26 +346,29 @@ def eval_stage(
         reward_kwargs={settings.format: settings.reward_options},
         progress=sys.stderr.isatty(),
     )
+    runner = _policy_runner(
+        settings,
+        model_dir,
+        "",  # the server's URL, once it runs; the fingerprint leaves URLs out
+        retriever_url,
+        temperature,
+        reanswer_max_tokens=settings.reanswer_max_tokens,
+        # a sampled eval re-answers as the GRPO stage does (greedy eval: greedy anyway, fingerprint unchanged)
+        **({"aux_temperature": settings.grpo_reanswer_temperature} if temperature > 0 else {}),
+    )
+    config = EvalConfig(runner=runner, **config_kwargs)
     _results_of(out, model_dir)
+    run_file = out / "run.json"
+    fingerprint = json.loads(json.dumps(config.fingerprint()))
+    same = run_file.exists() and json.loads(run_file.read_text()).get("fingerprint") == fingerprint
     done = read_results(results)
-    if not keys - set(done):
+    if same and not keys - set(done):
         records = [done[k] for k in keys]
         return {"stage": name, "model": str(model_dir), "cached": True, **stage_metrics(records, settings.format)}
+    if run_file.exists() and not same:
+        config = dataclasses.replace(config, overwrite=True)  # other settings (temperature, judged): afresh
     with policy_server(settings, model_dir, name) as base_url:
-        runner = _policy_runner(
-            settings,
-            model_dir,
-            base_url,
-            retriever_url,
-            temperature,
-            reanswer_max_tokens=settings.reanswer_max_tokens,
-            # a sampled eval re-answers as the GRPO stage does (greedy eval: greedy anyway, fingerprint unchanged)
-            **({"aux_temperature": settings.grpo_reanswer_temperature} if temperature > 0 else {}),
-        )
-        config = EvalConfig(runner=runner, **config_kwargs)
-        run_file = out / "run.json"
-        if run_file.exists() and json.loads(run_file.read_text()).get("fingerprint") != config.fingerprint():
-            config = dataclasses.replace(config, overwrite=True)  # other settings: evaluate afresh
+        config = dataclasses.replace(config, runner=dataclasses.replace(runner, base_url=base_url))
         asyncio.run(evaluate(config, datasets))
     records = [r for k, r in read_results(results).items() if k in keys]
     return {"stage": name, "model": str(model_dir), "cached": False, **stage_metrics(records, settings.format)}

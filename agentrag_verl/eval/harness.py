@@ -129,6 +129,8 @@ class EvalConfig:
         return {
             "runner": r,
             "judge": judge,
+            # judged metrics are computed only with a judge: results without them must not resume a judged run
+            "judge_metrics": bool(self.judge) and self.judge_metrics,
             "rewards": sorted(self.rewards),
             "reward_kwargs": {k: dict(v) for k, v in self.reward_kwargs.items()},
         }
