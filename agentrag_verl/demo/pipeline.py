@@ -509,6 +509,7 @@ def demos_stage(settings: PipelineSettings, tokenizer_dir: Path, retriever_url: 
 
     from agentrag_verl.eval.runner import RunnerConfig
     from agentrag_verl.warmstart.demos import DemoConfig, generate_demos, scripted_teacher_client
+    from agentrag_verl.warmstart.teacher import scripted_teacher_name
 
     datasets = demo_questions(settings)
     config = DemoConfig(
@@ -526,7 +527,7 @@ def demos_stage(settings: PipelineSettings, tokenizer_dir: Path, retriever_url: 
         out_dir=str(settings.work_dir / "demos"),
         samples=settings.demo_samples,
         concurrency=16,
-        teacher="scripted (stand-in for a teacher model)",
+        teacher=scripted_teacher_name(settings.format),
         progress=sys.stderr.isatty(),
     )
     questions = [q for qs in datasets.values() for q in qs]

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from agentrag_verl.eval.data import MINI_WIKI_DIR, load_datasets
     from agentrag_verl.eval.harness import EvalIncomplete
     from agentrag_verl.warmstart.demos import DemoConfig, generate_demos, scripted_teacher_client, stats_markdown
+    from agentrag_verl.warmstart.teacher import scripted_teacher_name
 
     quiet_known_warnings()
     try:
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         config = DemoConfig(
             runner=runner,
             out_dir=args.out,
-            teacher="scripted (stand-in for a teacher model)" if scripted else args.teacher_model,
+            teacher=scripted_teacher_name(args.format) if scripted else args.teacher_model,
             progress=not args.no_progress,
             **arg_values(args, "format", "samples", "concurrency", "metric"),
         )

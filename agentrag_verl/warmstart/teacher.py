@@ -22,7 +22,7 @@ token layout (model text, masked observations) as an RL rollout.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,6 +35,7 @@ __all__ = [
     "TeacherScript",
     "TeacherTemplates",
     "teacher_templates",
+    "scripted_teacher_name",
     "plan_from_row",
     "GIVE_UP_ANSWER",
     "REASON_FIRST",
@@ -120,6 +121,9 @@ class TeacherTemplates:
     """The passages do not show the hop's answer: say so and answer :data:`GIVE_UP_ANSWER`."""
     direct: str
     """A common-knowledge question: answer without searching (``{fact}``, ``{answer}``)."""
+    query_style: Callable[[str], str] | None = None
+    """How the teacher writes a hop's planned query (a question) into ``{query}``: None, as planned. A method whose
+    reward grades the query's form declares it (multi-stage: keywords)."""
 
     def observations(self, trajectory: str) -> list[str]:
         """The observation contents (retrieved passages) in the trajectory so far."""
@@ -137,13 +141,17 @@ class TeacherTemplates:
             return self.direct.format(fact=plan.fact, answer=plan.answer)
         passages = self.observations(seen)
         if not passages:
-            return self.first_search.format(query=plan.hops[0].query)
+            return self.first_search.format(query=self.query(plan.hops[0].query))
         hop = plan.hops[min(len(passages), len(plan.hops)) - 1]
         if normalize_answer(hop.answer) not in normalize_answer(passages[-1]):
             return self.give_up
         if len(passages) < len(plan.hops):
-            return self.next_search.format(fact=hop.fact, query=plan.hops[len(passages)].query)
+            return self.next_search.format(fact=hop.fact, query=self.query(plan.hops[len(passages)].query))
         return self.final.format(fact=hop.fact, answer=plan.answer)
+
+    def query(self, planned: str) -> str:
+        """A hop's query as the teacher writes it (:attr:`query_style`)."""
+        return planned if self.query_style is None else self.query_style(planned)
 
 
 REASON_FIRST = "I do not know this, so I will search for it."
@@ -168,6 +176,20 @@ def teacher_templates(format_name: str) -> TeacherScript:
             "(--teacher-url)."
         )
     return templates
+
+
+def scripted_teacher_name(format_name: str) -> str:
+    """The scripted teacher as demonstration files record it (their fingerprint): with a query style, its name, so
+    that demonstrations written with other queries are not resumed.
+
+    >>> scripted_teacher_name("searchr1")
+    'scripted (stand-in for a teacher model)'
+    >>> scripted_teacher_name("multistage")
+    'scripted (stand-in for a teacher model); queries: agentrag_verl.methods.multistage.reward.keyword_query'
+    """
+    style = getattr(teacher_templates(format_name), "query_style", None)
+    name = "scripted (stand-in for a teacher model)"
+    return f"{name}; queries: {style.__module__}.{style.__qualname__}" if style else name
 
 
 class ScriptedTeacher:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentrag_verl.formats import get_format
+from agentrag_verl.methods.multistage.reward import is_concise, search_reward
 from agentrag_verl.warmstart.teacher import GIVE_UP_ANSWER, ScriptedTeacher, plan_from_row
 from tests.warmstart.conftest import ROWS
 
@@ -74,12 +75,15 @@ def test_search_r1_layout(fmt):
 
 
 def test_multistage_layout_is_eq6s_structure_with_retrieval_and_without():
-    """§3.3 (Eq. 6): ``<think> (<search> <information> <reflect>)+ <answer>`` and ``<think> <reflect> <answer>``."""
+    """§3.3 (Eq. 6): ``<think> (<search> <information> <reflect>)+ <answer>`` and ``<think> <reflect> <answer>``.
+    Its queries are keywords, which the search reward (Eq. 9) counts concise; the plans' questions it does not."""
     fmt = get_format("multistage")
     response = play("multistage", ROW["m0"]["question"], MULTI_HOP)
     assert fmt.check_format(response) is True
     parsed = fmt.parse(response)
-    assert parsed.queries == M0_QUERIES
+    assert parsed.queries == ["capital Caldra", "university Mérida-Lune"]
+    assert all(is_concise(q) for q in parsed.queries) and not any(is_concise(q) for q in M0_QUERIES)
+    assert search_reward(parsed.queries[:1]) == 0.0 and search_reward(M0_QUERIES[:1]) == -1.0
     assert [s.reflect for s in parsed.steps] == [
         "The capital of Caldra is Mérida-Lune. Now I need to find the next fact.",
         "Mérida-Lune is home to Halvern University.",
