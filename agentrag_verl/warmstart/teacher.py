@@ -185,7 +185,7 @@ def scripted_teacher_name(format_name: str) -> str:
     >>> scripted_teacher_name("searchr1")
     'scripted (stand-in for a teacher model)'
     >>> scripted_teacher_name("multistage")
-    'scripted (stand-in for a teacher model); queries: agentrag_verl.methods.multistage.reward.keyword_query'
+    'scripted (stand-in for a teacher model); queries: agentrag_verl.methods.multistage.teacher.keyword_query'
     """
     style = getattr(teacher_templates(format_name), "query_style", None)
     name = "scripted (stand-in for a teacher model)"

@@ -93,10 +93,10 @@ def test_every_design_gets_a_warm_start_through_its_own_loop(fmt, tiny_model_dir
     by_id = {r["id"]: r for r in records(tmp_path / fmt / "demos.jsonl")}
     text = tokenizer.decode(by_id["m0"]["response_ids"])
     assert get_format(fmt).is_valid(text) and get_format(fmt).parse(text).answer == "Halvern University"
-    assert get_format(fmt).parse(text).queries == [
-        "What is the capital of Caldra?",
-        "Which university is in Mérida-Lune?",
-    ]
+    queries = ["What is the capital of Caldra?", "Which university is in Mérida-Lune?"]
+    if fmt == "multistage":  # keywords, which Eq. 9's search reward counts concise
+        queries = ["capital Caldra", "university Mérida-Lune"]
+    assert get_format(fmt).parse(text).queries == queries
     stages = by_id["m0"].get("stages", [])
     if fmt != "reasonrag":
         assert not stages  # one sequence after the prompt

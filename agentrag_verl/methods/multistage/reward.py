@@ -38,7 +38,6 @@ __all__ = [
     "AUXILIARY_OPENERS",
     "ConcisenessRules",
     "is_concise",
-    "keyword_query",
     "answer_reward",
     "search_reward",
     "format_reward",
@@ -98,25 +97,6 @@ def is_concise(query: str, rules: ConcisenessRules | None = None) -> bool:
     if not words or len(words) > rules.max_query_words or words[0] in openers:
         return False
     return sum(w in rules.stopwords for w in words) / len(words) <= rules.max_stopword_ratio
-
-
-def keyword_query(question: str, rules: ConcisenessRules | None = None) -> str:
-    """A natural-language question as the keyword query that §3's conciseness asks for: in its own order, without
-    its question mark, question words, auxiliaries and stopwords (the lists of ``rules``). The stand-in teacher writes
-    the multi-stage format's queries this way (``methods/multistage/teacher.py``), so that its demonstrations do not
-    earn r_s = -1 on every single search.
-
-    >>> keyword_query("Who wrote the poetry collection The Trendane Poems?")
-    'wrote poetry collection Trendane Poems'
-    >>> keyword_query("In what year did Sevock Kelow die?"), keyword_query("What is it?")
-    ('year Sevock Kelow die', 'What is it')
-    >>> is_concise(keyword_query("What is the capital of the province of Wirvary?"))
-    True
-    """
-    rules = rules or ConcisenessRules()
-    drop = rules.question_words | AUXILIARY_OPENERS | rules.stopwords
-    text = question.strip().rstrip("?").strip()
-    return " ".join(w for w in text.split() if w.strip(".,;:!\"'()").lower() not in drop) or text
 
 
 def _cosine(u: Sequence[float], v: Sequence[float]) -> float:
