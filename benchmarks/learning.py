@@ -23,7 +23,8 @@ Prints, per step: the training reward, for PPO the critic's value loss and expla
 question on common-knowledge and on corpus questions (from verl's dump of every trajectory), and the wall time; the
 held-out metrics before and after RL; then the checks:
 
-1. the mean training reward of the last 5 steps exceeds that of the first 5 by more than 2 standard errors;
+1. the mean training reward of the last 5 steps exceeds that of the first 5 by more than 2 standard errors (with
+   multi-stage's stage switch inside the run, both on stage 2's scale: :func:`on_last_stage`);
 2. held-out CEM after RL is not below CEM after the warm start (within its CI);
 3. PPO-GAE: the critic's explained variance rises (mean of the last 5 steps above the first 5's);
 4. every step's rollout and actor log-probabilities agree (``|actor/ppo_kl|`` below :data:`PPO_KL_LIMIT`), and where
