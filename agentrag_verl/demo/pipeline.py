@@ -359,13 +359,12 @@ def eval_stage(
     config = EvalConfig(runner=runner, **config_kwargs)
     _results_of(out, model_dir)
     run_file = out / "run.json"
-    fingerprint = json.loads(json.dumps(config.fingerprint()))
-    same = run_file.exists() and json.loads(run_file.read_text()).get("fingerprint") == fingerprint
+    other_run = _other_run(run_file, config.fingerprint())
     done = read_results(results)
-    if same and not keys - set(done):
+    if run_file.exists() and not other_run and not keys - set(done):
         records = [done[k] for k in keys]
         return {"stage": name, "model": str(model_dir), "cached": True, **stage_metrics(records, settings.format)}
-    if run_file.exists() and not same:
+    if other_run:
         config = dataclasses.replace(config, overwrite=True)  # other settings (temperature, judged): afresh
     with policy_server(settings, model_dir, name) as base_url:
         config = dataclasses.replace(config, runner=dataclasses.replace(runner, base_url=base_url))
@@ -533,8 +532,17 @@ def demos_stage(settings: PipelineSettings, tokenizer_dir: Path, retriever_url: 
     questions = [q for qs in datasets.values() for q in qs]
     client = scripted_teacher_client(AutoTokenizer.from_pretrained(str(tokenizer_dir)), settings.format, questions)
     run_file = Path(config.out_dir) / config.format_name / "run.json"
-    overwrite = run_file.exists() and json.loads(run_file.read_text()).get("fingerprint") != config.fingerprint()
-    return asyncio.run(generate_demos(config, datasets, llm_client=client, overwrite=overwrite))
+    return asyncio.run(
+        generate_demos(config, datasets, llm_client=client, overwrite=_other_run(run_file, config.fingerprint()))
+    )
+
+
+def _other_run(run_file: Path, fingerprint: dict[str, Any]) -> bool:
+    """Whether ``run_file`` (a stage's run.json) records a run with other settings than ``fingerprint`` (compared as
+    JSON): its results must not be resumed, so the stage starts afresh."""
+    if not run_file.exists():
+        return False
+    return json.loads(run_file.read_text()).get("fingerprint") != json.loads(json.dumps(fingerprint))
 
 
 def demos_file(settings: PipelineSettings) -> Path:
@@ -638,7 +646,8 @@ def rollouts_dir(settings: PipelineSettings, name: str = "grpo") -> Path:
 
 def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dict[str, Any]]:
     """Per GRPO step, from verl's dump of its trajectories (``<work_dir>/<name>/rollouts/<step>.jsonl``): how many
-    of them searched, on common-knowledge questions and on corpus-only (single- and multi-hop) ones.
+    of them searched, on common-knowledge questions and on corpus-only (single- and multi-hop) ones. A trajectory's
+    searches are those its format's parser reads (RC), so a malformed search tag is not counted.
 
     The reward curve cannot tell a policy that learned when to search from one that stopped searching everywhere;
     this can. Each trajectory's set is that of the (longest) training question its prompt contains.
@@ -668,7 +677,6 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
 
     read_score = settings.method.load("score_reading")
     fmt = get_format(settings.format)
-    search_open = fmt.action_spec.search_tags[0]
     known = known_questions(Path(settings.demo_knowledge), "train") if settings.demo_knowledge else None
     questions = sorted(
         ((q.question, ds, q.key) for ds, qs in load_split(settings, "train", settings.train_limit).items() for q in qs),
@@ -689,10 +697,11 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
             if ds is None:
                 continue
             by_question.setdefault(q, []).append(float(r["score"]))
-            rc_by_question.setdefault(q, []).append(fmt.parse(r["output"]).num_searches)
-            searched = search_open in r["output"]
+            rc = fmt.parse(r["output"]).num_searches
+            rc_by_question.setdefault(q, []).append(rc)
+            searched = rc > 0
             kind = "common" if ds == "common" else "corpus"
-            searches[kind] += r["output"].count(search_open)
+            searches[kind] += rc
             c = counts[kind]
             c[0] += searched
             c[1] += 1
