@@ -421,8 +421,11 @@ def on_last_stage(searches: dict[int, dict[str, Any]], switch_step: int) -> dict
 
 def reward_rise(rewards: list[float], searches: dict[int, dict[str, Any]], *, paired: bool) -> dict[str, Any] | None:
     """Check 1: the mean training reward of the last 5 steps against the first 5's (None under 10 steps). Over
-    steps; with ``paired`` (the fixed question set) its standard error and verdict come from :func:`paired_rise` over
-    the questions of :func:`pipeline.rollout_searches`' ``rewards_by_question`` (``searches``: by step)."""
+    steps; with ``paired`` (the fixed question set) its ``diff``, standard error and verdict come from
+    :func:`paired_rise` over the questions of :func:`pipeline.rollout_searches`' ``rewards_by_question``
+    (``searches``: by step). The step means (``first5``, ``last5``) weigh each question by how often the block drew it,
+    the paired diff weighs each shared question once: under dynamic sampling, whose refills shift which questions a
+    step holds, the two can differ in sign."""
     if len(rewards) < 10:
         return None
     first, last = mean_se(rewards[:5]), mean_se(rewards[-5:])
@@ -432,10 +435,17 @@ def reward_rise(rewards: list[float], searches: dict[int, dict[str, Any]], *, pa
         [searches[k]["rewards_by_question"] for k in steps[:5]],
         [searches[k]["rewards_by_question"] for k in steps[-5:]],
     )
-    rise = {"first5": first, "last5": last, "diff": diff, "se_over_steps": se, "pass_over_steps": diff > 2 * se}
+    rise = {
+        "first5": first,
+        "last5": last,
+        "diff_over_steps": diff,
+        "se_over_steps": se,
+        "pass_over_steps": diff > 2 * se,
+    }
     if paired and by_question:
-        return {**rise, "se": by_question["se"], "paired": by_question, "pass": by_question["pass"]}
-    return {**rise, "se": se, "pass": rise["pass_over_steps"]}
+        return {**rise, "diff": by_question["diff"], "se": by_question["se"], "paired": by_question,
+                "pass": by_question["pass"]}  # fmt: skip
+    return {**rise, "diff": diff, "se": se, "pass": rise["pass_over_steps"]}
 
 
 def print_held_out(warm: dict[str, Any], after: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@
 Columns: the held-out questions (the mini-wiki test sets grew from 100 to 190); held-out CEM after the warm start and
 after RL (mean ±95% CI); the training reward of the first 5 steps against the last 5 (ReasonRAG: DPO's reward margin
 on the held-out pairs, 0 before DPO and after it, paired by pair; runs before that check: over its first and last 5
-evaluations), with the standard error of the difference; searches per question on corpus-only and on
+evaluations), with the standard error of the difference (on the fixed question set: the paired rise over questions,
+which the check uses, beside the step means); searches per question on corpus-only and on
 common-knowledge test questions, before -> after; the checks; wall time; the command.
 
 Usage::
@@ -36,8 +37,13 @@ def row(summary: dict[str, Any]) -> list[str]:
     rise = checks.get("reward_rises") or checks.get("margin_rises")  # DPO: the reward margin
     reward = "-"
     if rise and "first5" in rise:
-        reward = (f"{rise['first5'][0]:.3f} -> {rise['last5'][0]:.3f} ({rise['diff'] / rise['se']:+.2f} SE)"
-                  if rise["se"] else f"{rise['first5'][0]:.3f} -> {rise['last5'][0]:.3f}")  # fmt: skip
+        reward = f"{rise['first5'][0]:.3f} -> {rise['last5'][0]:.3f}"
+        if paired := rise.get("paired"):  # the verdict's figures: the rise per question
+            reward += (
+                f" (paired {paired['diff']:+.3f}, {paired['diff'] / paired['se']:+.2f} SE)" if paired["se"] else ""
+            )
+        elif rise["se"]:
+            reward += f" ({rise['diff'] / rise['se']:+.2f} SE)"
         reward = f"margin {reward}" if "margin_rises" in checks else reward
     elif rise and rise.get("pairs"):  # DPO: each held-out pair's margin, 0 before DPO, SE over pairs
         reward = (

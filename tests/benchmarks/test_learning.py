@@ -172,11 +172,15 @@ def test_reward_rise_pairs_over_questions_on_the_fixed_set():
     searches = {step: {"rewards_by_question": {"a": [0.0 if step <= 5 else 0.5], "b": [0.4 if step <= 5 else 0.7]}}
                 for step in range(1, 11)}  # fmt: skip
     paired = learning.reward_rise(rewards, searches, paired=True)
-    assert paired["paired"]["questions"] == 2 and abs(paired["diff"] - 0.37) < 1e-9
-    assert abs(paired["se"] - 0.1) < 1e-9 and paired["pass"]  # mean of (0.5, 0.3) = 0.4 > 2 x 0.1
+    assert paired["paired"]["questions"] == 2 and abs(paired["diff_over_steps"] - 0.37) < 1e-9
+    assert abs(paired["diff"] - 0.4) < 1e-9 and abs(paired["se"] - 0.1) < 1e-9 and paired["pass"]  # 0.4 > 2 x 0.1
     over_steps = learning.reward_rise(rewards, searches, paired=False)
     assert over_steps["se"] == over_steps["se_over_steps"] and over_steps["pass"] == over_steps["pass_over_steps"]
     assert learning.reward_rise(rewards[:9], searches, paired=True) is None
+    # the matrix prints the step means and the verdict's paired figures, even where they part (dynamic sampling)
+    summary = {"design": "multistage", "algo": "dapo", "command": "c", "warm": {}, "after": {}, "walls": {"total": 60},
+               "checks": {"reward_rises": {**paired, "paired": {**paired["paired"], "diff": -0.1}}}}  # fmt: skip
+    assert load("learning_matrix").row(summary)[4] == "0.250 -> 0.620 (paired -0.100, -1.00 SE)"
 
 
 def test_a_stage_switch_run_compares_its_steps_on_the_last_stages_scale():
