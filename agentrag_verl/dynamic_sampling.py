@@ -17,6 +17,14 @@ behaviour; with ``filter_groups.enable: false`` it is verl's plain buffer. The r
 (``recipes/multistage/config/multistage_common.yaml``) passes ``algorithm.filter_groups`` and the batch size through
 ``trainer.v1.sampler.sampler_kwargs``, the only configuration verl hands a custom sampler.
 
+It also logs what verl's console metrics leave out: the rewards of the groups it evicts. verl logs their count
+(``training/filter_groups/evicted_samples``, one per group) and sends the shared values only to a wandb table, and
+it dumps only the training batch (``trainer.rollout_data_dir``), which holds no uniform group by construction. Under
+dynamic sampling that batch's mean reward is not the policy's: a policy that learns turns mixed groups into
+all-right ones, which leave the batch. ``training/filter_groups/evicted_metric_sum`` is the sum of the evicted
+groups' shared values of the filter metric (with ``metric: reward``, the recipe's, their reward), so the mean reward
+over every group a step generated is (sum of the batch's group means + this sum) / (batch groups + evicted groups).
+
 Only the synchronous trainer (``trainer.v1.trainer_mode: sync``) uses this buffer; the async trainers refill
 exactly the groups they evict and bound staleness instead (``trainer.v1.sampler.max_off_policy_threshold``).
 """
@@ -136,6 +144,16 @@ class BoundedDynamicSampling(ReplayBuffer):
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict]:
         self._refilled, self._partition = 0, partition_id
         return super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
+
+    def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons: Any) -> Any:
+        """verl's eviction, plus ``<prefix>/filter_groups/evicted_metric_sum`` (module docstring); verl sums it over
+        a step's polls as it sums the evicted count."""
+        evicted, stale, dapo, metrics = super()._evict_terminal_groups(global_steps, partition_id, eviction_reasons)
+        counts = eviction_reasons[3]  # {shared value of the metric: evicted groups}
+        if dapo and counts:
+            key = f"{self._metrics_prefix(partition_id)}/filter_groups/evicted_metric_sum"
+            metrics[key] = float(sum(value * count for value, count in counts.items()))
+        return evicted, stale, dapo, metrics
 
     def _bounded_refill(self, num_prompts: int) -> Any:
         allowance = self.refill_allowance

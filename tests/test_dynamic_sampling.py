@@ -48,8 +48,8 @@ class Store:
 class Generation:
     """What the trainer's ``refill_fn`` starts: each prompt's group, finished, with rewards from ``uniform(i)``."""
 
-    def __init__(self, store: Store, uniform) -> None:
-        self.store, self.uniform, self.prompts = store, uniform, itertools.count()
+    def __init__(self, store: Store, uniform, value=lambda i: 1.0) -> None:
+        self.store, self.uniform, self.value, self.prompts = store, uniform, value, itertools.count()
         self.sent = 0
 
     def __call__(self, num_prompts: int) -> int:
@@ -60,7 +60,7 @@ class Generation:
             for session in range(GROUP):
                 key = f"{uid}_{session}_0"
                 self.store.tags["train"][key] = {"global_steps": 1}
-                self.store.rewards[key] = 1.0 if self.uniform(i) else float(session % 2)
+                self.store.rewards[key] = self.value(i) if self.uniform(i) else float(session % 2)
         self.sent += num_prompts
         return num_prompts
 
@@ -82,10 +82,10 @@ def build(cfg: Any, generation: Generation) -> Any:
     return buffer
 
 
-def run_step(monkeypatch, cfg: Any, uniform) -> tuple[Any, Generation]:
+def run_step(monkeypatch, cfg: Any, uniform, value=lambda i: 1.0) -> tuple[Any, Generation]:
     store = Store()
     monkeypatch.setattr(rb, "tq", store)
-    generation = Generation(store, uniform)
+    generation = Generation(store, uniform, value)
     buffer = build(cfg, generation)
     batch_size = int(cfg.data.train_batch_size)
     generation(batch_size)  # the step's first generation batch (trainer.prepare_step)
@@ -109,6 +109,17 @@ def test_a_batch_fills_within_the_bound(monkeypatch):
     assert len({key.split("_")[0] for key in batch.keys}) == 32 and len(batch.keys) == 32 * GROUP
     assert 0 < generation.sent <= buffer.refill_allowance
     assert metrics["training/filter_groups/evicted_samples"] >= 16
+
+
+def test_the_evicted_groups_rewards_are_logged(monkeypatch):
+    """verl logs how many groups it evicted; the sampler adds the sum of their shared rewards, so the mean reward over
+    every group a step generated can be rebuilt from the console metrics."""
+    cfg = multistage_config()
+    buffer, generation = run_step(monkeypatch, cfg, uniform=lambda i: i % 2 == 0, value=lambda i: float(i % 4 == 0))
+    _, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=32)
+    uniform = [i for i in range(32 + generation.sent) if i % 2 == 0]  # all right (i % 4 == 0) or all wrong
+    assert metrics["training/filter_groups/evicted_samples"] == len(uniform)
+    assert metrics["training/filter_groups/evicted_metric_sum"] == sum(i % 4 == 0 for i in uniform)
 
 
 def test_uniform_groups_stop_the_run_at_max_num_gen_batches(monkeypatch):
