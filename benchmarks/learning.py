@@ -339,6 +339,8 @@ def main() -> int:
         m = rl["steps"][str(c["step"])]
         c["vf_loss"], c["vf_explained_var"] = m.get("critic/vf_loss"), m.get("critic/vf_explained_var")
         c["wall_s"] = rl.get("step_wall_s", {}).get(str(c["step"]))
+    for c, generated in zip(curve, generated_rewards(rl["steps"], s.grpo_batch_size), strict=True):
+        c["generated_mean"] = generated
     rewards = [c["mean"] for c in curve if c["mean"] is not None]
     searches = {r["step"]: r for r in P.rollout_searches(s, f"{run}_bench")}
 
@@ -351,13 +353,14 @@ def main() -> int:
     print(f"\n{run}: recipe {s.recipe}; settings:", json.dumps(rl.get("settings")))
     print("stand-ins:", json.dumps({k: v for k, v in stand_ins.items() if v}))
     print("step  reward_mean  reward_min  reward_max  vf_loss  vf_expl_var  searches/q(common)  searches/q(corpus)"
-          "  wall_s")  # fmt: skip
+          "  wall_s  generated_mean")  # fmt: skip
     for c in curve:
         per_q = (searches.get(c["step"]) or {}).get("searches_per_question") or {}
         vf = "-" if c["vf_loss"] is None else f"{c['vf_loss']:.4f}"
         ev = "-" if c["vf_explained_var"] is None else f"{c['vf_explained_var']:.3f}"
+        gen = "-" if c["generated_mean"] is None else f"{c['generated_mean']:>14.4f}"
         print(f"{c['step']:>4}  {c['mean']:>11.4f}  {c['min']:>10.4f}  {c['max']:>10.4f}  {vf:>7}  {ev:>11}  "
-              f"{per_q.get('common', '-')!s:>18}  {per_q.get('corpus', '-')!s:>18}  {c['wall_s']}")  # fmt: skip
+              f"{per_q.get('common', '-')!s:>18}  {per_q.get('corpus', '-')!s:>18}  {c['wall_s']}  {gen}")  # fmt: skip
     print_held_out(warm, after)
 
     checks: dict[str, dict[str, Any]] = {}
@@ -392,6 +395,32 @@ def main() -> int:
            "searches": list(searches.values()), "checks": checks, "settings": rl.get("settings"),
            "stand_ins": stand_ins}  # fmt: skip
     return finish(s, run, out)
+
+
+EVICTED_SUM = "training/filter_groups/evicted_metric_sum"
+"""What :class:`agentrag_verl.dynamic_sampling.BoundedDynamicSampling` logs: the evicted groups' summed reward."""
+
+
+def generated_rewards(steps: dict[str, dict[str, Any]], batch_groups: int) -> list[float | None]:
+    """Per step (``steps``: main_ppo's metrics by step), the mean reward over every group dynamic sampling generated:
+    the training batch's ``batch_groups`` groups (``critic/score/mean``) and the uniform groups it evicted (count
+    ``training/filter_groups/evicted_samples``, rewards :data:`EVICTED_SUM`; a step without either evicted none).
+    The training batch alone holds no uniform group, so its mean leaves out the all-right groups a learning policy
+    makes. All None for a run that logged no evicted reward (no dynamic sampling, or a run before the sampler did).
+
+    >>> generated_rewards({"1": {"critic/score/mean": 0.5, "training/filter_groups/evicted_samples": 2.0,
+    ...                          EVICTED_SUM: 2.0}, "2": {"critic/score/mean": 0.25}}, batch_groups=6)
+    [0.625, 0.25]
+    """
+    ordered = [steps[k] for k in sorted(steps, key=int)]
+    if not any(EVICTED_SUM in m for m in ordered):
+        return [None] * len(ordered)
+    out = []
+    for m in ordered:
+        evicted = m.get("training/filter_groups/evicted_samples", 0.0)
+        mean = m.get("critic/score/mean")
+        out.append(None if mean is None else (mean * batch_groups + m.get(EVICTED_SUM, 0.0)) / (batch_groups + evicted))
+    return out
 
 
 def on_last_stage(searches: dict[int, dict[str, Any]], switch_step: int) -> dict[int, dict[str, Any]]:
