@@ -46,7 +46,8 @@ class Store:
 
 
 class Generation:
-    """What the trainer's ``refill_fn`` starts: each prompt's group, finished, with rewards from ``uniform(i)``."""
+    """What the trainer's ``refill_fn`` starts: each prompt's group, finished; prompt ``i``'s responses all score
+    ``value(i)`` where ``uniform(i)``, else 0 and 1 in turn."""
 
     def __init__(self, store: Store, uniform, value=lambda i: 1.0) -> None:
         self.store, self.uniform, self.value, self.prompts = store, uniform, value, itertools.count()
