@@ -34,7 +34,7 @@ below the baseline's; USR not above it. Each run's training reward is checked as
 (last 5 steps against the first 5, paired over the fixed set's questions).
 
 Writes ``<out-dir>/when_to_search.json``. Not part of CI (about 45 min on 2 cores with the demo's warm start cached;
-``--rl`` adds about 50 min per run); figures in docs/warmstart.md, section 7.
+``--rl`` adds about 90 min per run: 20 steps of 230-280 s, then a judged eval); figures in docs/warmstart.md, section 7.
 
 Usage (after ``make demo``)::
 

@@ -56,11 +56,11 @@ WHEN_TO_SEARCH = "benchmarks/when_to_search.py"
 
 def when_to_search_note(work: Path) -> str:
     """What the demo says about searching only when needed. Cutting needless searches takes a second warm start and
-    two GRPO runs of about 50 min each on 2 cores, beyond the demo's 20 minutes, so the demo points to the benchmark
+    two GRPO runs of about 85 min each on 2 cores, beyond the demo's 20 minutes, so the demo points to the benchmark
     and, when the benchmark's summary is on this machine (its default ``--out-dir``, ``outputs/when_to_search``
     beside the demo's ``outputs/demo``), shows that run's checks."""
     note = (
-        f"Searching only when needed (needless searches per knowledge bucket) needs two ~50-min GRPO runs: "
+        f"Searching only when needed (needless searches per knowledge bucket) needs two ~85-min GRPO runs: "
         f"`python {WHEN_TO_SEARCH} --rl` (docs/warmstart.md, section 7)."
     )
     summary = work.parent / "when_to_search" / "when_to_search.json"

@@ -25,6 +25,13 @@ from agentrag_verl.standin import StandInJudge
         # the re-answer says more, but covers every content word of the shorter statement
         ("Jory Pendle built it.", "The bridge was built in 1761 by the mason Jory Pendle.", True),
         ("The Velda is 212 kilometres long.", "I do not know.", False),
+        # a re-answer that restates the query covers 6 of the conclusion's 7 content words, but not its answer (1861)
+        (
+            "The Royal Opera of the capital of the Duchy of Arlen opened in 1861.",
+            "In what year was the Royal Opera of the capital of the Duchy of Arlen opened? The answer is 1843.",
+            False,
+        ),
+        ("Gold is a chemical element with the symbol Au.", "The chemical symbol for gold is Au.", True),
         ("", "Rome", False),
     ],
 )

@@ -2,8 +2,11 @@
 
 - Figure 5 (over-search: are the step's conclusion and the policy's standalone re-answer "semantically
   equivalent"?): **True** when at least ``coverage`` (0.8) of the content words of the shorter statement occur in
-  the other one, after SQuAD normalization, without stopwords and with a final "s" dropped. "The capital of Italy is
-  Rome." and "Rome is the capital city of Italy." are equivalent; "... is Milan." is not.
+  the other one, after SQuAD normalization, without stopwords and with a final "s" dropped, and every name and number
+  of the shorter statement (as in Figure 6 below) does too. "The capital of Italy is Rome." and "Rome is the capital
+  city of Italy." are equivalent; "... is Milan." is not. The names and numbers carry the answer: a re-answer that
+  restates the query ("In what year was the Royal Opera opened? The answer is 1843.") shares most words with a
+  conclusion that answers it ("The Royal Opera opened in 1861."), and coverage alone called them equivalent.
 - Figure 6 (under-search: is a step taken without a search factually correct?): checked against the stand-in's world
   (:func:`agentrag_verl.standin.world_passages`: by default the mini-wiki corpus and its common-knowledge answer
   table), as GPT-4.1-mini checks it against its own knowledge. **True** when one passage holds every name and number
@@ -46,12 +49,14 @@ def equivalent(statement: str, other: str, coverage: float = 0.8) -> bool:
     True
     >>> equivalent("The capital of Italy is Rome.", "The capital of Italy is Milan.")
     False
+    >>> equivalent("The Royal Opera opened in 1861.", "When was the Royal Opera opened? The answer is 1843.")
+    False
     """
     a, b = _content_words(statement), _content_words(other)
     if not a or not b:
         return False
-    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    return len(short & long_) / len(short) >= coverage
+    (short, text), long_ = ((a, statement), b) if len(a) <= len(b) else ((b, other), a)
+    return len(short & long_) / len(short) >= coverage and _entities(text) <= long_
 
 
 def _entities(text: str) -> set[str]:
