@@ -197,6 +197,11 @@ class Walls(dict):
         self["total"] = round(time.perf_counter() - self.t0, 1)
 
 
+CLOSED_BOOK_REANSWER_TOKENS = 96
+"""Token cap of a closed-book re-answer (``--reanswer-mode closed_book``): the no-search path writes a step, then the
+forced answer (masked prefix included)."""
+
+
 def add_rl_args(p: argparse.ArgumentParser) -> None:
     """The RL run's options (sizes, learning rate, KL, warm-up, the fixed question set); :func:`configure_rl`
     applies them."""
@@ -226,6 +231,20 @@ def add_rl_args(p: argparse.ArgumentParser) -> None:
         help="Share of the steps with a rising learning rate (default 0; negative: the recipe's, e.g. HiPRAG's 0.285, "
         "which over 20 steps spends the first 6 ramping up: the run of docs/learning.md rose half as much).",
     )
+    p.add_argument(
+        "--reanswer-mode",
+        choices=("prompt", "closed_book"),
+        default="prompt",
+        help="HiPRAG's over-search re-answers: the paper's standalone prompt, or the format's no-search path "
+        f"(closed_book, at least {CLOSED_BOOK_REANSWER_TOKENS} tokens; docs/methods/hiprag.md#decisions).",
+    )
+
+
+def set_reanswers(s: Any, args: argparse.Namespace) -> None:
+    """Set how the policy re-answers (``--reanswer-mode``), in the RL stage and the evals of ``s``."""
+    s.reanswer_mode = args.reanswer_mode
+    if args.reanswer_mode == "closed_book":  # a step and the forced answer: the path's median is 36 tokens
+        s.reanswer_max_tokens = max(s.reanswer_max_tokens, CLOSED_BOOK_REANSWER_TOKENS)
 
 
 def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, ppo: bool) -> None:
@@ -252,6 +271,7 @@ def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, pp
     s.grpo_lr = args.lr or None
     s.grpo_temperature = None  # the recipe's sampling temperature (Search-P1's 0.6; the others' 1.0)
     s.grpo_kl_coef = None if args.kl_coef < 0 else args.kl_coef
+    set_reanswers(s, args)
     if args.fixed_set and pass_size % s.grpo_batch_size:
         raise ValueError(f"--batch-size must divide the {pass_size} questions of a pass (or --no-fixed-set)")
 

@@ -62,6 +62,7 @@ from learning import (
     parse_demo_args,
     print_checks,
     reward_rise,
+    set_reanswers,
 )
 
 DIRECT_WELL_FORMED_MIN = 0.90
@@ -204,6 +205,7 @@ def main() -> int:
     corpus = {ds: args.corpus_demos for ds in P.CORPUS_SETS}
     s2 = dataclasses.replace(s, work_dir=Path(args.out_dir).resolve(), train_limit=None, sft_epochs=args.sft_epochs,
                              demo_limits={**s.demo_limits, **corpus, P.COMMON_SET: args.known_demos})  # fmt: skip
+    set_reanswers(s2, args)  # the warm start's judged eval re-answers as the RL runs do
     walls = Walls()
     with ExitStack() as stack:
         t = time.perf_counter()

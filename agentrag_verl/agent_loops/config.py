@@ -24,6 +24,7 @@ CUSTOM_KEY = "agentrag"
 """Sub-key of ``actor_rollout_ref.rollout.custom`` holding run-wide overrides."""
 
 TruncationSide = Literal["left", "right", "middle"]
+ReanswerMode = Literal["prompt", "closed_book"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,12 @@ class SearchLoopConfig:
     format's ``reanswer`` prompt (HiPRAG's when the format has none)."""
     reanswer_max_tokens: int = 128
     """Token cap of one re-answer."""
+    reanswer_mode: ReanswerMode = "prompt"
+    """How the policy re-answers a query. ``prompt`` (the paper's): the ``reanswer`` prompt alone, in the policy's
+    chat template. ``closed_book``: the query asked as the row's question, in the row's own prompt, through the
+    format's no-search path (as ``closed_book`` and the knowledge probe do); the re-answer is the final answer. For
+    a small warm-started policy that never learnt to answer outside its format
+    (``docs/methods/hiprag.md#decisions``)."""
     intermediate_answers: bool = False
     """AutoSearch intermediate answers (Prompt 1, Eq. 5) after every retrieval step (every search action the
     environment answered, an empty query included)."""
@@ -86,6 +93,11 @@ class SearchLoopConfig:
             raise ValueError(
                 f"Unknown observation_truncation_side {self.observation_truncation_side!r}; choose one of "
                 "['left', 'right', 'middle'] in the agent-loop YAML or actor_rollout_ref.rollout.custom.agentrag."
+            )
+        if self.reanswer_mode not in ("prompt", "closed_book"):
+            raise ValueError(
+                f"Unknown reanswer_mode {self.reanswer_mode!r}; choose one of ['prompt', 'closed_book'] in the "
+                "agent-loop YAML or actor_rollout_ref.rollout.custom.agentrag."
             )
         if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, int)):
             raise ValueError(f"budget must be an integer or null, got {self.budget!r}.")

@@ -112,6 +112,8 @@ class Rollout:
         default_factory=lambda: {F.TIME_TOTAL: 0.0, F.TIME_GENERATE: 0.0, F.TIME_RETRIEVE: 0.0, F.TIME_AUX: 0.0}
     )
     generations: int = 0
+    generated_tokens: int = 0
+    """Tokens the policy generated, those later cut from the response included."""
     observations: int = 0
     server_extra_fields: dict[str, Any] = field(default_factory=dict)
     versions: list[int] = field(default_factory=list)
@@ -120,6 +122,15 @@ class Rollout:
     """The same for the auxiliary generations (re-answers, intermediate answers)."""
     stages: list[dict[str, Any]] = field(default_factory=list)
     """A staged loop's generations and their own prompts (:data:`~agentrag_verl.agent_loops.fields.STAGES`)."""
+    question: str = ""
+    """The row's question (:func:`question_of`)."""
+    prompt_messages: list[dict[str, Any]] = field(default_factory=list)
+    """The row's chat messages (``raw_prompt``), for auxiliary rollouts that ask another question the same way."""
+    aux: bool = False
+    """An auxiliary rollout nested in a trajectory (HiPRAG's closed-book re-answer): its generations go to the
+    loop's ``aux_server_manager`` and count as auxiliary; it never enters the trajectory's response."""
+    max_length: int | None = None
+    """Response token cap of this rollout; ``None``: the loop's ``response_length``."""
 
     def note_versions(self, output: Any, aux: bool = False) -> None:
         """Record the weight versions a generation's ``TokenOutput`` reports: under the async trainers one that was
@@ -199,7 +210,7 @@ class BatchScope:
 
     def __init__(self) -> None:
         self.active = 0
-        self.cache: dict[tuple[str, int], asyncio.Future] = {}
+        self.cache: dict[tuple[Any, ...], asyncio.Future] = {}
 
     def enter(self) -> None:
         self.active += 1
@@ -268,6 +279,10 @@ class SearchAgentLoop(AgentLoopBase):
 
     # ------------------------------------------------------------------------------------------------ helpers
 
+    def room(self, state: Rollout) -> int:
+        """Response tokens ``state`` may still take (its ``max_length``, else ``response_length``)."""
+        return (state.max_length or self.response_length) - len(state.response_ids)
+
     def encode(self, text: str) -> list[int]:
         """Tokenize environment text (no special tokens)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -307,19 +322,19 @@ class SearchAgentLoop(AgentLoopBase):
         (``</sea`` | ``rch>``) is missed and the model runs on. The tokens after the first stop string are
         dropped here, which leaves the layout a generation without the abort would have.
         """
-        remaining = self.response_length - len(state.response_ids)
+        remaining = self.room(state)
         params = {**sampling_params, **stop_params(self.engine, stop), "max_tokens": remaining}
         t0 = time.perf_counter()
-        output = await self.server_manager.generate(
-            request_id=request_id, prompt_ids=prompt_ids, sampling_params=params
-        )
+        server = self.aux_server_manager if state.aux else self.server_manager
+        output = await server.generate(request_id=request_id, prompt_ids=prompt_ids, sampling_params=params)
         state.timings[F.TIME_GENERATE] += time.perf_counter() - t0
         state.generations += 1
         if not state.server_extra_fields and getattr(output, "extra_fields", None):
             state.server_extra_fields = dict(output.extra_fields)
-        state.note_versions(output)
+        state.note_versions(output, aux=state.aux)
         ids = list(output.token_ids)[:remaining]
         ids = ids[: self.tokens_through_stop(ids, stop)]
+        state.generated_tokens += len(ids)
         logprobs = list(output.log_probs)[: len(ids)] if output.log_probs else None
         return ids, logprobs
 
@@ -342,7 +357,7 @@ class SearchAgentLoop(AgentLoopBase):
     def append_observation(self, state: Rollout, text: str) -> None:
         """Append environment text with mask 0, cut to the remaining response budget."""
         ids = self.encode(text)
-        remaining = self.response_length - len(state.response_ids)
+        remaining = self.room(state)
         if len(ids) >= remaining:
             state.length_exhausted = True
         state.append(ids[: max(remaining, 0)], 0)
@@ -448,11 +463,11 @@ class SearchAgentLoop(AgentLoopBase):
         scope = batch_scope()
         scope.enter()
         t_start = time.perf_counter()
-        state = Rollout()
+        state = Rollout(question=question_of(kwargs), prompt_messages=list(kwargs["raw_prompt"]))
         aux_tasks: list[asyncio.Task] = []
         try:
-            prompt_ids = await self.ct_build_initial_tokens(list(kwargs["raw_prompt"]))
-            await self._run(state, prompt_ids, sampling_params, question_of(kwargs), aux_tasks)
+            prompt_ids = await self.ct_build_initial_tokens(state.prompt_messages)
+            await self._run(state, prompt_ids, sampling_params, aux_tasks)
             if aux_tasks:
                 await asyncio.gather(*aux_tasks)
         finally:
@@ -468,26 +483,28 @@ class SearchAgentLoop(AgentLoopBase):
         state: Rollout,
         prompt_ids: list[int],
         sampling_params: dict[str, Any],
-        question: str,
         aux_tasks: list[asyncio.Task],
+        closed_book: bool | None = None,
     ) -> None:
+        """The loop on ``state`` (module docstring); ``closed_book`` overrides the option of that name."""
         spec = self.spec
         request_id = uuid4().hex
+        closed_book = self.options.closed_book if closed_book is None else closed_book
         if spec.response_prefix:
             self.append_observation(state, spec.response_prefix)
             state.observations -= 1  # a prefix is not an observation turn
         used = 0  # budget units used: search actions answered (empty queries included), or closed steps
-        if self.options.initial_search and question:
-            docs_text, _, _, _ = await self.retrieve(state, question)
+        if self.options.initial_search and state.question and not closed_book:
+            docs_text, _, _, _ = await self.retrieve(state, state.question)
             self.append_observation(state, self.observation_text(docs_text))
-        while len(state.response_ids) < self.response_length:
+        while self.room(state) > 0:
             exhausted = used >= self.budget
             if exhausted and spec.after_budget == "force":
                 state.budget_exhausted = True
                 await self._force_answer(state, request_id, prompt_ids, sampling_params)
                 return
             # after_budget == "final_turn": one more turn, a search is not run; closed book: every turn is the last
-            final_turn = exhausted or self.options.closed_book
+            final_turn = exhausted or closed_book
             stop = spec.final_turn_stop if final_turn else spec.turn_stop
             start = len(state.response_ids)
             ids = await self.generate(state, request_id, prompt_ids, sampling_params, stop)
@@ -525,7 +542,7 @@ class SearchAgentLoop(AgentLoopBase):
                 aux_tasks.extend(map(asyncio.create_task, self.after_search(state, step, query, sampling_params)))
                 self.append_observation(state, self.observation_text(docs_text))
             aux_tasks.extend(
-                map(asyncio.create_task, self.after_retrieval_step(state, step, question, sampling_params))
+                map(asyncio.create_task, self.after_retrieval_step(state, step, state.question, sampling_params))
             )
         state.length_exhausted = True
 
@@ -550,7 +567,7 @@ class SearchAgentLoop(AgentLoopBase):
         """Append the forced-answer prefix (masked) and generate to the answer's closing tag."""
         spec = self.spec
         self.append_observation(state, spec.force_answer_prefix)
-        if len(state.response_ids) >= self.response_length:
+        if self.room(state) <= 0:
             return
         close = spec.answer_tags[1]
         ids = await self.generate(state, request_id, prompt_ids, sampling_params, (close,))

@@ -102,6 +102,9 @@ class PipelineSettings:
     """Cap of one observation's passages, in tokens (top-3 passages of the mini-wiki fit)."""
     reanswer_max_tokens: int = 48
     """Re-answers of a loop that writes them (e.g. HiPRAG's over-search re-answers): token cap."""
+    reanswer_mode: str = "prompt"
+    """How the policy re-answers (the agent-loop option ``reanswer_mode``): ``prompt``, the paper's, or
+    ``closed_book``, the format's own no-search path (``docs/methods/hiprag.md#decisions``); RL and evals alike."""
     train_limit: int | None = None
     """Training questions per set used for demonstrations and GRPO (None: all)."""
     demo_limits: dict[str, int] = field(default_factory=dict)
@@ -192,6 +195,14 @@ class PipelineSettings:
     def reward_options(self) -> dict[str, Any]:
         """The reward manager's options: the method's local ones, then ``reward_kwargs``."""
         return {**self.method.local_reward_kwargs, **self.reward_kwargs}
+
+    @property
+    def reanswer_options(self) -> dict[str, str]:
+        """The agent-loop option ``reanswer_mode`` when it is not the paper's (so the runs and evals cached under
+        the paper's keep their fingerprints)."""
+        if self.reanswer_mode not in ("prompt", "closed_book"):
+            raise ValueError(f"reanswer_mode must be 'prompt' or 'closed_book', got {self.reanswer_mode!r}.")
+        return {} if self.reanswer_mode == "prompt" else {"reanswer_mode": self.reanswer_mode}
 
 
 # ------------------------------------------------------------------------------------------------- statistics
@@ -353,6 +364,7 @@ def eval_stage(
         retriever_url,
         temperature,
         reanswer_max_tokens=settings.reanswer_max_tokens,
+        **settings.reanswer_options,
         # a sampled eval re-answers as the GRPO stage does (greedy eval: greedy anyway, fingerprint unchanged)
         **({"aux_temperature": settings.grpo_reanswer_temperature} if temperature > 0 else {}),
     )
@@ -755,6 +767,7 @@ def grpo_overrides(settings: PipelineSettings) -> list[str]:
         f"actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens={s.max_observation_tokens}",
         f"++actor_rollout_ref.rollout.custom.agentrag.reanswer_max_tokens={s.reanswer_max_tokens}",
         f"++actor_rollout_ref.rollout.custom.agentrag.aux_temperature={_hydra(s.grpo_reanswer_temperature)}",
+        *(f"++actor_rollout_ref.rollout.custom.agentrag.{k}={v}" for k, v in s.reanswer_options.items()),
         # the local profile's first retrieval before the first generation is for a random model; a warm start searches
         "++actor_rollout_ref.rollout.custom.agentrag.initial_search=false",
         *(f"++reward.reward_kwargs.{k}={_hydra(v)}" for k, v in s.reward_options.items()),
@@ -873,6 +886,7 @@ def grpo_stage(
         recipe_env=dict(settings.recipe_env),
         max_observation_tokens=settings.max_observation_tokens,
         reanswer_max_tokens=settings.reanswer_max_tokens,
+        **settings.reanswer_options,
     )
     if summary_path.exists():
         previous = json.loads(summary_path.read_text())

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agentrag_verl.agent_loops import fields as F
+from agentrag_verl.formats import get_format
 
 from .test_search_agent_loop import QUESTION, TurnScript, answer_turn, run, search_turn, unpad
 
@@ -86,3 +89,48 @@ async def test_autosearch_intermediate_answers_after_each_retrieval(make_worker,
     assert "INTERMEDIATE" not in tok.decode(ids)
     assert out.non_tensor_batch[F.AUX_COST][0][F.COST_CALLS] == 2
     assert out.non_tensor_batch[F.REANSWERS][0] == []
+
+
+async def test_hiprag_closed_book_reanswer_goes_through_the_no_search_path(make_worker, retriever):
+    """``reanswer_mode=closed_book``: the query is asked as the row's question in the row's own prompt; a search the
+    policy opens there is cut and the answer forced; the re-answer is that answer, never in the trajectory."""
+    worker = make_worker()
+    tok = worker.tokenizer
+    script = TurnScript("hiprag", [search_turn("hiprag", "Orla Brennick"), answer_turn("hiprag", "1934")])
+    forced_prefix = get_format("hiprag").action_spec.force_answer_prefix
+
+    def policy(prompt: str, params: dict) -> str:
+        if "Question: Orla Brennick<|im_end|>" not in prompt:
+            return script(prompt, params)
+        if prompt.endswith(forced_prefix):
+            return "CLOSED-BOOK 1902</answer><|im_end|>"
+        return "<think><step><reasoning>I do not know.</reasoning><search>Orla Brennick</search>"
+
+    out, client = await run(
+        worker, "hiprag", policy, retriever_url=retriever.url, reanswer_mode="closed_book", reanswer_max_tokens=64
+    )
+    reanswer = {F.AUX_STEP: 0, F.AUX_QUERY: "Orla Brennick", F.AUX_TEXT: "CLOSED-BOOK 1902"}
+    assert out.non_tensor_batch[F.REANSWERS][0] == [reanswer]
+    calls = [c for c in client.calls if "Question: Orla Brennick<|im_end|>" in c.prompt_text]
+    assert len(calls) == 2  # the turn that opened a search (cut), then the forced answer
+    assert "Please answer" not in "".join(c.prompt_text for c in client.calls)
+    row_prompt = get_format("hiprag").prompt.messages(QUESTION)[0]["content"]
+    assert all(row_prompt in c.prompt_text for c in calls)  # the row's own system prompt
+    assert calls[1].prompt_text.endswith(forced_prefix)
+    assert "<search>Orla Brennick</search>" not in calls[1].prompt_text
+    assert "<search>" in calls[0].sampling_params["stop"]  # closed book: every turn is a final turn
+    assert not any(c.sampling_params["logprobs"] for c in calls)
+    assert all(c.sampling_params["max_tokens"] <= 64 for c in calls)
+    assert out.non_tensor_batch[F.NUM_SEARCHES][0] == 1  # the re-answer ran no search
+    ids, _ = unpad(out)
+    assert "CLOSED-BOOK" not in tok.decode(ids)
+    cost = out.non_tensor_batch[F.AUX_COST][0]
+    assert cost[F.COST_CALLS] == 2
+    assert cost[F.COST_PROMPT_TOKENS] == len(calls[0].prompt_ids)
+    assert cost[F.COST_COMPLETION_TOKENS] == sum(len(c.token_ids) for c in calls)
+
+
+async def test_unknown_reanswer_mode_is_refused(make_worker, retriever):
+    worker = make_worker()
+    with pytest.raises(Exception, match="reanswer_mode"):
+        await run(worker, "hiprag", [answer_turn("hiprag", "1934")], retriever_url=retriever.url, reanswer_mode="judge")

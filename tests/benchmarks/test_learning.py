@@ -215,3 +215,16 @@ def test_a_stage_switch_run_compares_its_steps_on_the_last_stages_scale():
     # the β it rescores with is the recipe's
     recipe = yaml.safe_load((BENCHMARKS.parent / "recipes/multistage/config/multistage_common.yaml").read_text())
     assert restage(0.0, 1, 1, 2) == -recipe["reward"]["reward_kwargs"]["beta"]
+
+
+def test_reanswer_mode_reaches_the_rl_stage_and_the_evals(monkeypatch):
+    """``--reanswer-mode closed_book`` sets the agent-loop option in the RL overrides and the evals' loop options,
+    with room for the no-search path; the paper's mode adds nothing, so runs cached under it keep their keys."""
+    from agentrag_verl.demo.pipeline import grpo_overrides
+
+    key = "++actor_rollout_ref.rollout.custom.agentrag.reanswer_mode"
+    paper = settings_of(monkeypatch, "--design", "hiprag")
+    assert paper.reanswer_options == {} and not any(o.startswith(key) for o in grpo_overrides(paper))
+    s = settings_of(monkeypatch, "--design", "hiprag", "--reanswer-mode", "closed_book")
+    assert f"{key}=closed_book" in grpo_overrides(s)
+    assert s.reanswer_options == {"reanswer_mode": "closed_book"} and s.reanswer_max_tokens == 96

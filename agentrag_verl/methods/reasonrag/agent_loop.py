@@ -68,7 +68,7 @@ class ReasonRAGAgentLoop(SearchAgentLoop):
             prompt_ids = prompt_ids + prefill_ids
             self.append_observation(state, prefill)
             state.observations -= 1
-        if len(state.response_ids) >= self.response_length:
+        if self.room(state) <= 0:
             state.length_exhausted = True
             return prefill
         # The stage prompt already ends where the stage output starts: generate from it, not from the transcript.
@@ -79,15 +79,22 @@ class ReasonRAGAgentLoop(SearchAgentLoop):
         return prefill + cut_at_stop(self.decode(ids), stop)
 
     async def _run(
-        self, state: Rollout, prompt_ids: list[int], sampling_params: dict[str, Any], question: str, aux_tasks: list
+        self,
+        state: Rollout,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        aux_tasks: list,
+        closed_book: bool | None = None,
     ) -> None:
         spec = self.spec
+        question = state.question
+        closed_book = self.options.closed_book if closed_book is None else closed_book
         thoughts: list[str] = []
         reference = ""  # the Grounding prompt's passages (or the retriever's failure), truncated
         grounding = False
         forced = False
         searches_done = 0
-        while len(state.response_ids) < self.response_length:
+        while self.room(state) > 0:
             if grounding:
                 messages = reasonrag.GROUNDING_PROMPT.messages(
                     question, previous_thoughts=reasonrag.transcript(thoughts), reference=reference
@@ -106,7 +113,7 @@ class ReasonRAGAgentLoop(SearchAgentLoop):
                 return  # nothing generated (budget exhausted by the separator / prefill)
             end_index = len(state.response_ids) - 1
             action = spec.extract_action(text)
-            past_budget = searches_done >= self.budget or self.options.closed_book
+            past_budget = searches_done >= self.budget or closed_book
             if action is not None and action.kind == "search" and past_budget and not forced:
                 # past the budget the query is not run: drop the stage output (and its separator), force the answer
                 state.truncate(n_before)
