@@ -6,6 +6,7 @@ import pytest
 
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.formats import get_format
+from agentrag_verl.methods.hiprag.agent_loop import NO_ANSWER
 
 from .test_search_agent_loop import QUESTION, TurnScript, answer_turn, run, search_turn, unpad
 
@@ -91,9 +92,13 @@ async def test_autosearch_intermediate_answers_after_each_retrieval(make_worker,
     assert out.non_tensor_batch[F.REANSWERS][0] == []
 
 
-async def test_hiprag_closed_book_reanswer_goes_through_the_no_search_path(make_worker, retriever):
+@pytest.mark.parametrize(
+    ("answer", "reanswer"), [("CLOSED-BOOK 1902", "CLOSED-BOOK 1902"), ("Brennick, Orla", NO_ANSWER)]
+)
+async def test_hiprag_closed_book_reanswer_goes_through_the_no_search_path(make_worker, retriever, answer, reanswer):
     """``reanswer_mode=closed_book``: the query is asked as the row's question in the row's own prompt; a search the
-    policy opens there is cut and the answer forced; the re-answer is that answer, never in the trajectory."""
+    policy opens there is cut and the answer forced; the re-answer is that answer, never in the trajectory, or
+    NO_ANSWER when the answer only restates the query."""
     worker = make_worker()
     tok = worker.tokenizer
     script = TurnScript("hiprag", [search_turn("hiprag", "Orla Brennick"), answer_turn("hiprag", "1934")])
@@ -103,14 +108,14 @@ async def test_hiprag_closed_book_reanswer_goes_through_the_no_search_path(make_
         if "Question: Orla Brennick<|im_end|>" not in prompt:
             return script(prompt, params)
         if prompt.endswith(forced_prefix):
-            return "CLOSED-BOOK 1902</answer><|im_end|>"
+            return f"{answer}</answer><|im_end|>"
         return "<think><step><reasoning>I do not know.</reasoning><search>Orla Brennick</search>"
 
     out, client = await run(
         worker, "hiprag", policy, retriever_url=retriever.url, reanswer_mode="closed_book", reanswer_max_tokens=64
     )
-    reanswer = {F.AUX_STEP: 0, F.AUX_QUERY: "Orla Brennick", F.AUX_TEXT: "CLOSED-BOOK 1902"}
-    assert out.non_tensor_batch[F.REANSWERS][0] == [reanswer]
+    record = {F.AUX_STEP: 0, F.AUX_QUERY: "Orla Brennick", F.AUX_TEXT: reanswer}
+    assert out.non_tensor_batch[F.REANSWERS][0] == [record]
     calls = [c for c in client.calls if "Question: Orla Brennick<|im_end|>" in c.prompt_text]
     assert len(calls) == 2  # the turn that opened a search (cut), then the forced answer
     assert "Please answer" not in "".join(c.prompt_text for c in client.calls)
@@ -123,7 +128,7 @@ async def test_hiprag_closed_book_reanswer_goes_through_the_no_search_path(make_
     assert all(c.sampling_params["max_tokens"] <= 64 for c in calls)
     assert out.non_tensor_batch[F.NUM_SEARCHES][0] == 1  # the re-answer ran no search
     ids, _ = unpad(out)
-    assert "CLOSED-BOOK" not in tok.decode(ids)
+    assert answer not in tok.decode(ids)
     cost = out.non_tensor_batch[F.AUX_COST][0]
     assert cost[F.COST_CALLS] == 2
     assert cost[F.COST_PROMPT_TOKENS] == len(calls[0].prompt_ids)

@@ -4,9 +4,10 @@ After each search the policy answers the search query as a standalone question, 
 the over-search detector (Figure 5) compares that re-answer with the step's conclusion. Option ``reanswer_mode``:
 ``prompt`` (the paper's) sends the format's ``reanswer`` prompt; ``closed_book`` asks the query as the row's
 question, in the row's own prompt, through the format's no-search path (a search the policy opens is cut and the
-answer forced, as in the knowledge probe), and the re-answer is that final answer. Re-answers are shared by the
-trajectories of one worker batch (identical queries are answered once, with the current weights), never enter the
-response tokens, and are recorded in ``extra_fields`` (``agentrag_reanswers``, keyed by the step record).
+answer forced, as in the knowledge probe), and the re-answer is that final answer (:data:`NO_ANSWER` when it only
+restates the query). Re-answers are shared by the trajectories of one worker batch (identical queries are answered
+once, with the current weights), never enter the response tokens, and are recorded in ``extra_fields``
+(``agentrag_reanswers``, keyed by the step record).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 from agentrag_verl.agent_loops import fields as F
 from agentrag_verl.agent_loops.search_agent_loop import Rollout, SearchAgentLoop, batch_scope
 from agentrag_verl.methods.hiprag.grammar import FORMAT
+from agentrag_verl.metrics import normalize_answer
 
-__all__ = ["HipragAgentLoop", "ask_instead"]
+__all__ = ["HipragAgentLoop", "ask_instead", "adds_to", "NO_ANSWER"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,8 @@ class HipragAgentLoop(SearchAgentLoop):
 
     async def closed_book_answer(self, state: Rollout, question: str, params: dict[str, Any]) -> str:
         """The policy's answer to ``question`` without retrieval: the format's no-search path, in the row's prompt
-        (:func:`ask_instead`), capped at ``reanswer_max_tokens``; the answer's text, else the whole response."""
+        (:func:`ask_instead`), capped at ``reanswer_max_tokens``: the final answer's text, or :data:`NO_ANSWER` when
+        there is none or it only restates ``question`` (:func:`adds_to`)."""
         messages = ask_instead(state.prompt_messages, state.question, question)
         if messages is None:  # the row's prompt does not hold its question verbatim: the format's own prompt
             messages = self.format.policy_prompt(None).messages(question)
@@ -76,9 +79,26 @@ class HipragAgentLoop(SearchAgentLoop):
         state.aux_cost[F.COST_PROMPT_TOKENS] += len(prompt_ids)
         state.aux_cost[F.COST_COMPLETION_TOKENS] += sub.generated_tokens
         state.timings[F.TIME_AUX] += sub.timings[F.TIME_GENERATE]
-        text = self.decode(sub.response_ids)
-        action = self.spec.extract_action(text)
-        return action.content if action is not None and action.kind == "answer" else text
+        action = self.spec.extract_action(self.decode(sub.response_ids))
+        answer = action.content if action is not None and action.kind == "answer" else ""
+        return answer if adds_to(answer, question) else NO_ANSWER
+
+
+NO_ANSWER = "I do not know the answer."
+"""A closed-book re-answer that gives no answer (none, or only words of the question it was asked): a non-answer, so
+that no judge takes a conclusion holding the question's words for its equivalent."""
+
+
+def adds_to(answer: str, question: str) -> bool:
+    """Whether ``answer`` holds a word that ``question`` does not (SQuAD-normalized): an answer made only of the
+    question's words restates it (a 135M policy's closed-book "answer" to a question it does not know, e.g. "Kessrow
+    Bridge" to "Who built Kessrow Bridge?"). A choice question's right answer is among its words; such questions
+    lose their re-answer.
+
+    >>> adds_to("Tokyo", "In which city is Japan?"), adds_to("Lake of the Lake", "On which lake of the island?")
+    (True, False)
+    """
+    return not set(normalize_answer(answer).split()) <= set(normalize_answer(question).split())
 
 
 def ask_instead(messages: Sequence[Mapping[str, Any]], question: str, other: str) -> list[dict[str, Any]] | None:
