@@ -31,7 +31,8 @@ test rows (greedy, with the judged metrics: HiPRAG's OSR and USR by the stand-in
 questions answered with a search falls below the warm start's by more than 2 SE (paired over questions); OSR below the
 baseline's; CEM on known questions holds; corpus questions still searched at least 95% of the time; overall CEM not
 below the baseline's; USR not above it. Each run's training reward is checked as ``benchmarks/learning.py`` checks it
-(last 5 steps against the first 5, paired over the fixed set's questions).
+(last 5 steps against the first 5, paired over the fixed set's questions). ``--reanswer-mode closed_book`` has the
+policy re-answer through its no-search path (``docs/methods/hiprag.md#decisions``), in the runs and the judged evals.
 
 Writes ``<out-dir>/when_to_search.json``. Not part of CI (about 45 min on 2 cores with the demo's warm start cached;
 ``--rl`` adds about 90 min per run: 20 steps of 230-280 s, then a judged eval); figures in docs/warmstart.md, section 7.
