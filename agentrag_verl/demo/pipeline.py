@@ -199,9 +199,7 @@ class PipelineSettings:
     @property
     def reanswer_options(self) -> dict[str, str]:
         """The agent-loop option ``reanswer_mode`` when it is not the paper's (so the runs and evals cached under
-        the paper's keep their fingerprints)."""
-        if self.reanswer_mode not in ("prompt", "closed_book"):
-            raise ValueError(f"reanswer_mode must be 'prompt' or 'closed_book', got {self.reanswer_mode!r}.")
+        the paper's keep their fingerprints); the agent loop's options check its value."""
         return {} if self.reanswer_mode == "prompt" else {"reanswer_mode": self.reanswer_mode}
 
 
