@@ -141,6 +141,13 @@ class Rollout:
             if isinstance(extra.get(key), int):
                 (self.aux_versions if aux else self.versions).append(int(extra[key]))
 
+    def add_aux_cost(self, calls: int, prompt_tokens: int, completion_tokens: int, seconds: float) -> None:
+        """Count auxiliary generations (re-answers, intermediate answers) in ``aux_cost`` and the aux timing."""
+        self.aux_cost[F.COST_CALLS] += calls
+        self.aux_cost[F.COST_PROMPT_TOKENS] += prompt_tokens
+        self.aux_cost[F.COST_COMPLETION_TOKENS] += completion_tokens
+        self.timings[F.TIME_AUX] += seconds
+
     def append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         """Append tokens with one mask value (logprobs default to 0.0, as verl pads them)."""
         self.response_ids.extend(ids)
@@ -404,10 +411,7 @@ class SearchAgentLoop(AgentLoopBase):
         )
         ids = list(output.token_ids)
         state.note_versions(output, aux=True)
-        state.aux_cost[F.COST_CALLS] += 1
-        state.aux_cost[F.COST_PROMPT_TOKENS] += len(prompt_ids)
-        state.aux_cost[F.COST_COMPLETION_TOKENS] += len(ids)
-        state.timings[F.TIME_AUX] += time.perf_counter() - t0
+        state.add_aux_cost(1, len(prompt_ids), len(ids), time.perf_counter() - t0)
         return self.decode(ids)
 
     def after_search(

@@ -75,10 +75,7 @@ class HipragAgentLoop(SearchAgentLoop):
         prompt_ids = await self.ct_build_initial_tokens(messages)
         await self._run(sub, prompt_ids, params, [], closed_book=True)
         state.aux_versions.extend(sub.aux_versions)
-        state.aux_cost[F.COST_CALLS] += sub.generations
-        state.aux_cost[F.COST_PROMPT_TOKENS] += len(prompt_ids)
-        state.aux_cost[F.COST_COMPLETION_TOKENS] += sub.generated_tokens
-        state.timings[F.TIME_AUX] += sub.timings[F.TIME_GENERATE]
+        state.add_aux_cost(sub.generations, len(prompt_ids), sub.generated_tokens, sub.timings[F.TIME_GENERATE])
         action = self.spec.extract_action(self.decode(sub.response_ids))
         answer = action.content if action is not None and action.kind == "answer" else ""
         return answer if adds_to(answer, question) else NO_ANSWER
