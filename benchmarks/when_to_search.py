@@ -32,7 +32,8 @@ questions answered with a search falls below the warm start's by more than 2 SE 
 baseline's; CEM on known questions holds; corpus questions still searched at least 95% of the time; overall CEM not
 below the baseline's; USR not above it. Each run's training reward is checked as ``benchmarks/learning.py`` checks it
 (last 5 steps against the first 5, paired over the fixed set's questions). ``--reanswer-mode closed_book`` has the
-policy re-answer through its no-search path (``docs/methods/hiprag.md#decisions``), in the runs and the judged evals.
+policy re-answer through its no-search path (``docs/methods/hiprag.md#decisions``), in HiPRAG's run and the judged
+evals; the baseline trains with the paper's re-answers, which do not enter its reward at λp = 0.
 
 Writes ``<out-dir>/when_to_search.json``. Not part of CI (about 45 min on 2 cores with the demo's warm start cached;
 ``--rl`` adds about 90 min per run: 20 steps of 230-280 s, then a judged eval); figures in docs/warmstart.md, section 7.
@@ -106,6 +107,25 @@ def targets(greedy: dict[str, Any], sampled: dict[str, Any]) -> dict[str, dict[s
 
 LAMBDAS = {"baseline": 0.0, "hiprag": 0.4}
 """λp of the two RL runs (HiPRAG Eq. 3; 0 = outcome and format only)."""
+
+
+def training_settings(s: Any, paper_tokens: int) -> Any:
+    """The settings the RL run of ``s`` (``PipelineSettings``) trains with. At λp = 0 the re-answers do not enter
+    the reward, so that run trains with the paper's (``prompt``, ``paper_tokens`` long) whatever ``--reanswer-mode``:
+    one cached baseline serves both modes. The evals keep ``s``'s.
+
+    >>> from agentrag_verl.demo.pipeline import PipelineSettings
+    >>> s = PipelineSettings("w", "d", reanswer_mode="closed_book", reanswer_max_tokens=96)
+    >>> s.reward_kwargs = {"lambda_p": 0.0}
+    >>> t = training_settings(s, 48)
+    >>> (t.reanswer_mode, t.reanswer_max_tokens, s.reanswer_mode)
+    ('prompt', 48, 'closed_book')
+    >>> training_settings(dataclasses.replace(s, reward_kwargs={"lambda_p": 0.4}), 48).reanswer_mode
+    'closed_book'
+    """
+    if s.reward_kwargs.get("lambda_p", 0.0):
+        return s
+    return dataclasses.replace(s, reanswer_mode="prompt", reanswer_max_tokens=paper_tokens)
 
 
 def experiment_checks(records: dict[str, list[dict[str, Any]]], rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -242,7 +262,7 @@ def main() -> int:
             except ValueError as e:
                 p.error(str(e))
             t = time.perf_counter()
-            rl = P.grpo_stage(s3, warm2, url, judge_url, name=run)
+            rl = P.grpo_stage(training_settings(s3, s.reanswer_max_tokens), warm2, url, judge_url, name=run)
             walls.mark(f"rl {run}", t)
             t = time.perf_counter()
             after = P.eval_stage(run, Path(rl["model"]), s3, url, judge_url, datasets=labelled, judged=True)
