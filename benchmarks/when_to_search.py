@@ -123,7 +123,7 @@ def training_settings(s: Any, paper_tokens: int) -> Any:
     >>> training_settings(dataclasses.replace(s, reward_kwargs={"lambda_p": 0.4}), 48).reanswer_mode
     'closed_book'
     """
-    if s.reward_kwargs.get("lambda_p", 0.0):
+    if s.reward_kwargs.get("lambda_p") != 0:  # unset: the method's λp (HiPRAG's 0.4)
         return s
     return dataclasses.replace(s, reanswer_mode="prompt", reanswer_max_tokens=paper_tokens)
 
