@@ -24,9 +24,9 @@ the sampled no-search trajectories are well-formed, over at least 30 of them; co
 With ``--rl``, build item 5 (HiPRAG's Table 2 at our size): from the second warm start, HiPRAG's recipe
 (``recipes/hiprag/run_grpo.sh``, local profile, the sizes of ``benchmarks/learning.py``) twice, with the same data,
 steps and seeds: the baseline reward (λp = 0) and HiPRAG's (λp = 0.4), both with both detectors (the stand-in judge's
-under-search verifier on). The fixed set's common questions alternate known and unknown ones
-(:func:`pipeline.rl_questions`). It prints the search rate per bucket at every step, evaluates both on the labelled
-test rows (greedy, with the judged metrics: HiPRAG's OSR and USR by the stand-in judge), plots
+under-search verifier on). The fixed set's common questions alternate known and unknown ones, or ``--rl-known`` of
+them are known (:func:`pipeline.rl_questions`). It prints the search rate per bucket at every step, evaluates both on
+the labelled test rows (greedy, with the judged metrics: HiPRAG's OSR and USR by the stand-in judge), plots
 ``search_rate_per_step.png`` and ``accuracy_vs_searches.png``, and checks the issue's claims: the share of known
 questions answered with a search falls below the warm start's by more than 2 SE (paired over questions); OSR below the
 baseline's; CEM on known questions holds; corpus questions still searched at least 95% of the time; overall CEM not
@@ -221,6 +221,13 @@ def main() -> int:
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
     p.add_argument("--rl", action="store_true", help="Then the two RL runs, λp = 0 and λp = 0.4 (module docstring).")
     add_rl_args(p)
+    p.add_argument(
+        "--rl-known",
+        type=non_negative_int,
+        default=None,
+        help="Known questions among the fixed set's 10 common ones (default: known and unknown in turn, 5 each); "
+        "at most the known training questions left without a demonstration.",
+    )
     args, s = parse_demo_args(p)
     s.eval_limit = args.eval_limit
     corpus = {ds: args.corpus_demos for ds in P.CORPUS_SETS}
@@ -238,6 +245,16 @@ def main() -> int:
         probe1 = P.knowledge_stage(s2, warm1, "train", "warm1_train", sets=[P.COMMON_SET], samples=args.samples)
         walls.mark("probe first warm start (train)", t)
         s2.demo_knowledge = probe1["out"]
+        rl_runs = {}
+        for run, lambda_p in LAMBDAS.items() if args.rl else ():
+            s3 = dataclasses.replace(s2, reward_kwargs={"lambda_p": lambda_p, "under_search_detector": True},
+                                     grpo_known_per_set=args.rl_known)  # fmt: skip
+            try:
+                configure_rl(s3, args, DESIGNS["hiprag"]["grpo"], ppo=False)
+                P.training_parquets(s3)  # the fixed set, checked now rather than after the warm start
+            except ValueError as e:
+                p.error(str(e))
+            rl_runs[run] = s3
         t = time.perf_counter()
         demos = P.demos_stage(s2, base, url)
         sft2 = P.sft_stage(s2, base)
@@ -255,12 +272,7 @@ def main() -> int:
                                       judged=args.rl and temperature == 0)  # fmt: skip
             walls.mark(f"eval {name}", t)
         runs: dict[str, Any] = {}
-        for run, lambda_p in LAMBDAS.items() if args.rl else ():
-            s3 = dataclasses.replace(s2, reward_kwargs={"lambda_p": lambda_p, "under_search_detector": True})
-            try:
-                configure_rl(s3, args, DESIGNS["hiprag"]["grpo"], ppo=False)
-            except ValueError as e:
-                p.error(str(e))
+        for run, s3 in rl_runs.items():
             t = time.perf_counter()
             rl = P.grpo_stage(training_settings(s3, s.reanswer_max_tokens), warm2, url, judge_url, name=run)
             walls.mark(f"rl {run}", t)

@@ -150,6 +150,9 @@ class PipelineSettings:
     grpo_questions_per_set: int = 10
     """With ``grpo_passes``: training questions per set, the first ones (of ``train_limit``) that have no
     demonstration, so the reward measures what RL learns rather than what SFT memorized."""
+    grpo_known_per_set: int | None = None
+    """With ``grpo_passes`` and ``demo_knowledge``: how many of the common set's fixed-set questions are ones the
+    probed policy knows, the rest unknown ones (:func:`rl_questions`); None: one of each in turn."""
     grpo_micro_batch_size: int = 4
     """Trajectories per forward/backward pass of the actor update. Memory, not speed: the update of 6 x 4
     trajectories in micro-batches of 6 peaked at 13.6 GB in the actor process (the box's total use at 22.2 of 24 GB,
@@ -632,17 +635,31 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
 
 def rl_questions(settings: PipelineSettings, dataset: str, undemonstrated: Sequence[Any]) -> list[Any]:
     """The fixed set's questions of one set (``grpo_passes``): the first ``grpo_questions_per_set`` without a
-    demonstration. With ``demo_knowledge`` the common-knowledge ones alternate between questions the probed policy
-    knows and questions it does not, so RL meets both: a search pays on the second kind only (the demonstrations took
-    the first known ones)."""
+    demonstration. With ``demo_knowledge`` the common-knowledge ones mix questions the probed policy knows and
+    questions it does not, so RL meets both: a search pays on the second kind only (the demonstrations took the first
+    known ones). They alternate one for one, or ``grpo_known_per_set`` known ones are interleaved with the rest.
+
+    Raises:
+        ValueError: ``grpo_known_per_set`` asks for more known questions than the set or the undemonstrated ones hold.
+    """
     import itertools
 
-    qs = list(undemonstrated)
+    qs, n = list(undemonstrated), settings.grpo_questions_per_set
     if settings.demo_knowledge and dataset == COMMON_SET:
-        known = known_questions(Path(settings.demo_knowledge), "train")
-        pairs = itertools.zip_longest([q for q in qs if q.key in known], [q for q in qs if q.key not in known])
-        qs = [q for pair in pairs for q in pair if q is not None]
-    return qs[: settings.grpo_questions_per_set]
+        known_keys = known_questions(Path(settings.demo_knowledge), "train")
+        known = [q for q in qs if q.key in known_keys]
+        unknown = [q for q in qs if q.key not in known_keys]
+        want = settings.grpo_known_per_set
+        if want is not None:
+            if not 0 <= want <= min(n, len(known)):
+                raise ValueError(
+                    f"grpo_known_per_set={want}: the fixed set holds {n} common questions and {len(known)} known ones "
+                    "are left without a demonstration (--rl-known); ask for at most "
+                    f"{min(n, len(known))}, or demonstrate fewer (--known-demos)."
+                )
+            known, unknown = known[:want], unknown[: n - want]
+        qs = [q for pair in itertools.zip_longest(known, unknown) for q in pair if q is not None]
+    return qs[:n]
 
 
 def _row(q: Any) -> dict[str, Any]:

@@ -45,6 +45,13 @@ def test_demo_knowledge_keeps_the_common_questions_the_policy_knows(tmp_path):
     s.grpo_passes, s.grpo_questions_per_set = 1, 4
     undemonstrated = [q for q in common if q.id not in {c.id for c in chosen["common"]}]
     assert [q.id for q in rl_questions(s, "common", undemonstrated)] == [common[i].id for i in (9, 1, 2, 4)]
+    # ... or holds as many known ones as asked (--rl-known), refusing more than are left undemonstrated
+    s.grpo_known_per_set = 0
+    assert [q.id for q in rl_questions(s, "common", undemonstrated)] == [common[i].id for i in (1, 2, 4, 5)]
+    s.grpo_known_per_set = 2
+    with pytest.raises(ValueError, match=r"grpo_known_per_set=2: .* 1 known ones .* at most 1"):
+        rl_questions(s, "common", undemonstrated)
+    s.grpo_known_per_set = None
     assert rl_questions(s, "single_hop", chosen["single_hop"]) == chosen["single_hop"][:4]  # corpus sets: in order
     # ... and the rollouts' search rates per bucket
     folder = tmp_path / "grpo" / "rollouts"
