@@ -47,6 +47,14 @@ CPU_ENV = {
 }
 
 
+def cpu_env() -> dict[str, str]:
+    """The environment of a CPU job: this process's, :data:`CPU_ENV` over it, and ``OMP_NUM_THREADS`` = the cores this
+    process may use unless the caller set it. Where the variable is unset, Ray gives an actor declared without
+    ``num_cpus`` (verl's workers, its vLLM replica) ``OMP_NUM_THREADS=1``, and torchrun does the same: torch in the
+    FSDP actor, vLLM's CPU worker and verl's SFT trainer would each compute on one core."""
+    return {"OMP_NUM_THREADS": str(len(os.sched_getaffinity(0))), **os.environ, **CPU_ENV}
+
+
 class LocalCPUError(RuntimeError):
     """A precondition of the local CPU mode is not met (message says what, why, how to fix)."""
 
@@ -427,7 +435,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:  # main_ppo reports the same error with its full context
         print(f"agentrag-verl train-local: the config does not compose ({e}); see the main_ppo log", file=sys.stderr)
         settings = {}
-    env = {**os.environ, **CPU_ENV}
+    env = cpu_env()
     if args.dump_token_rewards:
         from agentrag_verl.local_cpu.token_rewards import ENV as DUMP_ENV
 

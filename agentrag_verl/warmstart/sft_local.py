@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import sys
 from dataclasses import asdict, dataclass, field
@@ -136,7 +135,7 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
     """
     from agentrag_verl.local_cpu.process_tree import run_process_tree
     from agentrag_verl.local_cpu.report import parse_metrics
-    from agentrag_verl.local_cpu.train_local import CPU_ENV
+    from agentrag_verl.local_cpu.train_local import cpu_env
     from agentrag_verl.warmstart.sft_dataset import load_demonstrations
 
     work = Path(s.work_dir).resolve()
@@ -162,7 +161,7 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
     run_file.write_text(json.dumps(fingerprint, indent=1))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
            "-m", "verl.trainer.sft_trainer", *sft_overrides(s, checkpoint_dir)]  # fmt: skip
-    env = {**os.environ, **CPU_ENV, "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
+    env = cpu_env()
     log_path = work / "sft.log"
     if echo:
         print("agentrag-verl sft-local:", " ".join(cmd), flush=True)

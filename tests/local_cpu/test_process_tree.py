@@ -46,3 +46,30 @@ def test_a_ray_oom_kill_stops_the_job_instead_of_hanging(tmp_path):
     assert text.index("step:1") < text.index("[abort]")  # what came before is kept
     helper = int(text.split("helper ", 1)[1].split()[0])
     assert not os.path.exists(f"/proc/{helper}") or "Z" in open(f"/proc/{helper}/stat").read().split(")")[1][:3]
+
+
+def test_the_memory_sampler_reads_pss_at_most_its_share_of_cpu(monkeypatch):
+    """PSS (smaps_rollup) of a process holding gigabytes costs a large share of a core per read: the next read
+    waits until the last one's CPU time is max_duty of the time since it began; host memory is still read every
+    interval."""
+    from agentrag_verl.local_cpu import process_tree as pt
+
+    reads, host_reads, real_meminfo = [], [], pt.meminfo
+
+    def costly_pss(pid):  # 0.2 s of CPU per read
+        reads.append(pid)
+        began = time.thread_time()
+        while time.thread_time() - began < 0.2:
+            pass
+        return 1 << 30
+
+    monkeypatch.setattr(pt, "_proc_pss", costly_pss)
+    monkeypatch.setattr(pt, "descendants", lambda root: [4242])
+    monkeypatch.setattr(pt, "meminfo", lambda: host_reads.append(1) or real_meminfo())
+    sampler = pt._MemorySampler(interval_s=0.01, max_duty=0.05)
+    sampler.start()
+    time.sleep(1.5)
+    peak = sampler.stop()
+    assert reads == [4242]  # the next read waits 0.2 / 0.05 = 4 s
+    assert peak.tree_pss == 1 << 30 and peak.num_procs == 1
+    assert len(host_reads) > 10

@@ -1,5 +1,6 @@
 """The local CPU mode's pieces that run without a training job: overrides, pre-flight errors, activation."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,45 @@ def test_prompt_length_reaches_the_data_config_and_the_run_summary():
     settings = train_local.run_settings(overrides, None, "ppo_trainer")
     assert settings["max_prompt_length"] == 128 and settings["max_response_length"] == 768
     assert "data.max_prompt_length=128" in overrides
+
+
+# An actor as verl places its workers and its vLLM replica: in a placement-group bundle, without num_cpus.
+RAY_ACTOR_THREADS = """
+import os, tempfile, ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+ray.init(num_cpus=16, num_gpus=1, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+
+@ray.remote
+class Worker:
+    def threads(self):
+        import torch
+        return torch.get_num_threads()
+
+pg = placement_group([{"CPU": 1, "GPU": 1}])
+ray.get(pg.ready())
+strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
+print("threads", ray.get(Worker.options(num_gpus=1, scheduling_strategy=strategy).remote().threads.remote()))
+ray.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_ray_actors_of_a_cpu_job_compute_on_every_core(monkeypatch):
+    """Ray gives an actor without num_cpus one OpenMP thread; the job's environment (cpu_env) gives it the cores this
+    process may use, so torch in verl's FSDP actor does not update on one core of two."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+
+    def actor_threads(env):
+        run = subprocess.run([sys.executable, "-c", RAY_ACTOR_THREADS], env=env, capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+        assert run.returncode == 0, run.stderr[-2000:]
+        return int(run.stdout.split("threads", 1)[1].split()[0])
+
+    base = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    assert actor_threads(base) == 1  # what Ray does: the reason for cpu_env
+    assert actor_threads({**base, **train_local.cpu_env()}) == cores
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert train_local.cpu_env()["OMP_NUM_THREADS"] == "1"  # a caller's own setting stands
