@@ -251,10 +251,14 @@ def main() -> int:
                                      grpo_known_per_set=args.rl_known)  # fmt: skip
             try:
                 configure_rl(s3, args, DESIGNS["hiprag"]["grpo"], ppo=False)
-                P.training_parquets(s3)  # the fixed set, checked now rather than after the warm start
             except ValueError as e:
                 p.error(str(e))
             rl_runs[run] = s3
+        if rl_runs:  # both runs share the fixed set: checked now rather than after the second warm start
+            try:
+                P.training_parquets(next(iter(rl_runs.values())))
+            except ValueError as e:
+                p.error(str(e))
         t = time.perf_counter()
         demos = P.demos_stage(s2, base, url)
         sft2 = P.sft_stage(s2, base)

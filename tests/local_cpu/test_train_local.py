@@ -134,11 +134,12 @@ def test_prompt_length_reaches_the_data_config_and_the_run_summary():
 
 # An actor as verl places its workers and its vLLM replica: in a placement-group bundle, without num_cpus.
 RAY_ACTOR_THREADS = """
-import os, tempfile, ray
+import os, shutil, tempfile, ray
 from ray.util.placement_group import placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-ray.init(num_cpus=16, num_gpus=1, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+ray.init(num_cpus=16, num_gpus=1, include_dashboard=False, _temp_dir=temp_dir)
 
 @ray.remote
 class Worker:
@@ -151,6 +152,7 @@ ray.get(pg.ready())
 strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
 print("threads", ray.get(Worker.options(num_gpus=1, scheduling_strategy=strategy).remote().threads.remote()))
 ray.shutdown()
+shutil.rmtree(temp_dir, ignore_errors=True)
 """
 
 
