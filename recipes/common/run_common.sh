@@ -32,7 +32,9 @@
 #         test.parquet in the recipe's FORMAT, instead of the fixture QA set), LOCAL_RETRIEVER_URL and
 #         LOCAL_JUDGE_URL (services already running, e.g. over another corpus, instead of starting the fixture's),
 #         LOCAL_BATCH_SIZE and LOCAL_ROLLOUT_N (prompts per step and group size; default train-local's 4 and 2),
-#         LOCAL_STEPS, LOCAL_RESPONSE_LENGTH (default 128).
+#         LOCAL_STEPS, LOCAL_RESPONSE_LENGTH (default 128), LOCAL_SAVE_FREQ (a checkpoint every N steps; default
+#         after the last only) and LOCAL_RESUME=1 (continue a stopped run of LOCAL_WORK from its latest checkpoint:
+#         train-local --resume).
 # DRY_RUN=1 (or true, yes) prints the exact final command (shell-quoted, one line) and exits without starting or
 # creating anything; any other non-empty DRY_RUN is refused (common/knobs.sh). PREFLIGHT=1 (or true, yes) checks that
 # command instead, as verl's main_ppo starts it, without Ray or a GPU (`agentrag-verl preflight`), and exits with its
@@ -144,6 +146,8 @@ recipe_init() {
       JUDGE_API_KEY_ENV=none
       LOCAL_BATCH_SIZE=${LOCAL_BATCH_SIZE:-4} LOCAL_ROLLOUT_N=${LOCAL_ROLLOUT_N:-2}
       knob_positive_int LOCAL_BATCH_SIZE LOCAL_ROLLOUT_N
+      [[ -z "${LOCAL_SAVE_FREQ:-}" ]] || knob_positive_int LOCAL_SAVE_FREQ
+      knob_flag LOCAL_RESUME "to continue a stopped run from its latest checkpoint"
       [[ -z "${LOCAL_MODEL:-}" || -f "$LOCAL_MODEL/config.json" ]] ||
         _die "LOCAL_MODEL=$LOCAL_MODEL is not a Hugging Face model folder (no config.json); unset it for the tiny random model"
       if [[ -n "${LOCAL_DATA_DIR:-}" ]]; then
@@ -211,6 +215,7 @@ run_recipe() {
       --train-files "$TRAIN_FILES" --val-files "$VAL_FILES"
       --steps "$LOCAL_STEPS" --response-length "${LOCAL_RESPONSE_LENGTH:-128}"
       --batch-size "$LOCAL_BATCH_SIZE" --rollout-n "$LOCAL_ROLLOUT_N" ${LOCAL_MODEL:+--model "$LOCAL_MODEL"}
+      ${LOCAL_SAVE_FREQ:+--save-freq "$LOCAL_SAVE_FREQ"} ${LOCAL_RESUME:+--resume}
       -- "trainer_mode=$TRAINER_MODE" "${COMMON_OVERRIDES[@]}" "${LOCAL_BASE_OVERRIDES[@]}" "${LOCAL_OVERRIDES[@]}" "$@")
   else
     cmd=("$PYTHON" -m verl.trainer.main_ppo "--config-path=$config_path" "--config-name=$CONFIG_NAME"

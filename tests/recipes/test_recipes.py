@@ -327,12 +327,15 @@ def test_a_local_run_on_real_data_takes_a_model_data_and_running_services(tmp_pa
         (data / name).write_bytes(b"")
     knobs = dict(PROFILE="local", LOCAL_MODEL=str(model), LOCAL_DATA_DIR=str(data), LOCAL_BATCH_SIZE="6",
                  LOCAL_ROLLOUT_N="4", LOCAL_RETRIEVER_URL="http://127.0.0.1:9/retrieve",
-                 LOCAL_JUDGE_URL="http://127.0.0.1:7/v1")  # fmt: skip
+                 LOCAL_JUDGE_URL="http://127.0.0.1:7/v1", LOCAL_SAVE_FREQ="5")  # fmt: skip
     done = _script("multistage/run_dapo.sh", DRY_RUN="1", **knobs)
     assert done.returncode == 0, done.stderr
     cmd = shlex.split(done.stdout)
     flags = dict(zip(cmd[2 : cmd.index("--")], cmd[3 : cmd.index("--")], strict=False))
     assert flags["--model"] == str(model) and flags["--batch-size"] == "6" and flags["--rollout-n"] == "4"
+    assert flags["--save-freq"] == "5" and "--resume" not in cmd  # a stopped run continues only when asked
+    resumed = shlex.split(_script("multistage/run_dapo.sh", DRY_RUN="1", LOCAL_RESUME="yes", **knobs).stdout)
+    assert "--resume" in resumed[: resumed.index("--")]
     assert flags["--train-files"] == str(data / "train.parquet") and flags["--val-files"] == str(data / "test.parquet")
     assert "actor_rollout_ref.rollout.custom.agentrag.retriever_url=http://127.0.0.1:9/retrieve" in cmd
     assert "reward.reward_kwargs.judge.base_url=http://127.0.0.1:7/v1" in cmd
@@ -342,6 +345,8 @@ def test_a_local_run_on_real_data_takes_a_model_data_and_running_services(tmp_pa
         ({"LOCAL_MODEL": str(tmp_path)}, "is not a Hugging Face model folder"),
         ({"LOCAL_DATA_DIR": str(tmp_path)}, "must hold train.parquet and test.parquet"),
         ({"LOCAL_BATCH_SIZE": "0"}, "LOCAL_BATCH_SIZE='0'"),
+        ({"LOCAL_SAVE_FREQ": "every"}, "LOCAL_SAVE_FREQ='every' must be a whole number"),
+        ({"LOCAL_RESUME": "0"}, "LOCAL_RESUME='0' is not understood"),
     ):
         refused = _script("multistage/run_dapo.sh", DRY_RUN="1", **{**knobs, **bad})
         assert refused.returncode == 2 and message in refused.stderr and not refused.stdout
