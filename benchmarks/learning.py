@@ -4,8 +4,8 @@ SmolLM2-135M-Instruct warm-started in the design's format (SFT on the scripted s
 then the design's recipe YAML in its local profile (``PROFILE=local bash recipes/<design>/run_<algo>.sh``, verl's
 ``main_ppo``) with the real retriever over the mini-wiki corpus and the rule-based stand-in judge, then eval of both
 on the held-out mini-wiki test sets (greedy, mean ±95% CI). Stages (:mod:`agentrag_verl.demo.pipeline`) are cached
-in ``--work-dir``; a stopped RL stage continues from its latest checkpoint (every 5 steps) when the same command runs
-again. Not part of CI (about 55-75 min per design on 2 cores with the warm start cached; figures in
+in ``--work-dir``; a stopped RL stage continues from its latest checkpoint (saved every step) when the same command
+runs again. Not part of CI (about 55-75 min per design on 2 cores with the warm start cached; figures in
 ``docs/learning.md``).
 
 What may differ from the recipe, each printed in the run's settings: group size, batch and step counts (two

@@ -165,10 +165,11 @@ class PipelineSettings:
     """Validation questions inside main_ppo after the last step (its own check; the stage evals are separate).
     0 = no validation inside main_ppo (main_ppo still loads one question: its dataset cannot be empty)."""
     extra_train_overrides: list[str] = field(default_factory=list)
-    rl_save_freq: int = 5
+    rl_save_freq: int = 1
     """The RL stage saves a checkpoint every this many steps (and after the last), so that a run stopped on the way (a
     memory kill, the machine's session ending) continues from the latest one when the same command runs again
-    (:func:`grpo_stage`). Not part of the run's settings: it changes no result."""
+    (:func:`grpo_stage`). Every step by default: saving SmolLM2-135M's actor took 6.6 s beside a 250-310 s step, and a
+    stop then loses only the step in progress. Not part of the run's settings: it changes no result."""
     mcts_questions_per_set: int = 40
     """ReasonRAG (:func:`mcts_stage`): training questions per set searched by MCTS (the first of ``train_limit``)."""
     mcts_recipe: str = ""

