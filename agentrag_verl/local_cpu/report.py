@@ -68,27 +68,28 @@ def summarize_log(log_text: str) -> dict:
 def summarize_attempts(log_texts: list[str]) -> dict:
     """:func:`summarize_log` over the logs of one run stopped and resumed, oldest first. Each later attempt resumes
     from a checkpoint (verl logs "setting global step to N"): what the earlier ones logged after step N is dropped,
-    having been trained again or not at all. ``until_training_starts_s`` is the first attempt's, ``total_s`` the sum
-    over attempts.
+    having been trained again or not at all. An attempt stopped before it loaded the checkpoint drops nothing.
+    ``until_training_starts_s`` is the first attempt's, ``total_s`` the sum over attempts.
 
     >>> first = "[ 10.0] Initial validation metrics: {}\\n[ 20.0] step:1 - training/global_step:1 - r:0.1\\n"
     >>> first += "[ 30.0] step:2 - training/global_step:2 - r:0.2\\n[ 35.0] step:3 - training/global_step:3 - r:0.9"
     >>> second = "[ 2.0] Setting global step to 1\\n[ 5.0] Initial validation metrics: {}\\n"
     >>> second += "[ 17.0] step:2 - training/global_step:2 - r:0.3"
-    >>> merged = summarize_attempts([first, second])
+    >>> stopped_starting = "[ 3.0] starting Ray"
+    >>> merged = summarize_attempts([first, stopped_starting, second])
     >>> {k: m["r"] for k, m in merged["steps"].items()}, merged["step_wall_s"], merged["total_s"], merged["attempts"]
-    ({1: 0.1, 2: 0.3}, {1: 10.0, 2: 12.0}, 52.0, 2)
+    ({1: 0.1, 2: 0.3}, {1: 10.0, 2: 12.0}, 55.0, 3)
+    >>> sorted(summarize_attempts([first, stopped_starting])["steps"])
+    [1, 2, 3]
     """
     merged: dict = {"until_training_starts_s": None, "step_wall_s": {}, "steps": {}, "total_s": 0.0}
     for i, text in enumerate(log_texts):
         part = summarize_log(text)
         if i == 0:
             merged["until_training_starts_s"] = part["until_training_starts_s"]
-        else:
-            resumed = _RESUMED_AT.search(text)
-            kept = int(resumed.group(1)) if resumed else 0
+        elif resumed := _RESUMED_AT.search(text):  # (an attempt stopped before verl loaded the checkpoint cuts nothing)
             for key in ("steps", "step_wall_s"):
-                merged[key] = {step: v for step, v in merged[key].items() if step <= kept}
+                merged[key] = {step: v for step, v in merged[key].items() if step <= int(resumed.group(1))}
         merged["steps"].update(part["steps"])
         merged["step_wall_s"].update(part["step_wall_s"])
         merged["total_s"] += part["total_s"] or 0.0
