@@ -882,21 +882,29 @@ def _hydra(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+RL_SETTINGS = "train/pipeline_settings.json"
+"""Where :func:`rl_attempt` records the settings of the RL run in ``<work_dir>/<name>``, before it starts."""
+
+
+def same_rl_settings(work: Path, fingerprint: Mapping[str, Any]) -> bool:
+    """Whether the RL run in ``work`` was started with these settings (:data:`RL_SETTINGS`)."""
+    started = work / RL_SETTINGS
+    return started.exists() and json.loads(started.read_text()) == json.loads(json.dumps(fingerprint, default=str))
+
+
 def rl_attempt(settings: PipelineSettings, name: str, fingerprint: Mapping[str, Any]) -> int | None:
     """Ready ``<work_dir>/<name>`` for an RL run with these settings, and return the step it continues from.
 
     A run with the same settings that stopped after saving a checkpoint continues from it: the trajectories of the
     steps after it, which it trains again, are removed. Anything else starts at step 1 (None): no earlier run's
     trajectories may stay beside this run's, or :func:`rollout_searches` would count them. The settings are written
-    (``train/pipeline_settings.json``) before the run starts.
+    (:data:`RL_SETTINGS`) before the run starts.
     """
     from agentrag_verl.local_cpu.report import saved_step
 
     work = settings.work_dir / name
-    started = work / "train" / "pipeline_settings.json"
-    as_json = json.loads(json.dumps(fingerprint, default=str))
     step = saved_step(work / "train" / "checkpoints")
-    if step is None or not started.exists() or json.loads(started.read_text()) != as_json:
+    if step is None or not same_rl_settings(work, fingerprint):
         step = None
         shutil.rmtree(rollouts_dir(settings, name), ignore_errors=True)
     else:
@@ -904,8 +912,9 @@ def rl_attempt(settings: PipelineSettings, name: str, fingerprint: Mapping[str, 
         for dump in rollouts_dir(settings, name).glob("*.jsonl"):
             if dump.stem.isdigit() and int(dump.stem) > step:
                 dump.unlink()
+    started = work / RL_SETTINGS
     started.parent.mkdir(parents=True, exist_ok=True)
-    started.write_text(json.dumps(as_json, indent=1))
+    started.write_text(json.dumps(fingerprint, indent=1, default=str))
     return step
 
 
@@ -939,12 +948,10 @@ def grpo_stage(
         reanswer_max_tokens=settings.reanswer_max_tokens,
         **settings.reanswer_options,
     )
-    if summary_path.exists():
+    if summary_path.exists() and same_rl_settings(work, fingerprint):
         previous = json.loads(summary_path.read_text())
-        if previous.get("pipeline_settings") == fingerprint and previous.get("returncode") == 0:
-            model = Path(previous.get("model", ""))
-            if (model / "config.json").exists():
-                return previous
+        if previous.get("returncode") == 0 and (Path(previous.get("model", "")) / "config.json").exists():
+            return previous
     train, val = training_parquets(settings)
     resume_from = rl_attempt(settings, name, fingerprint)
     env = _script_env(
@@ -978,7 +985,7 @@ def grpo_stage(
     from agentrag_verl.warmstart.sft_local import copy_tokenizer_files
 
     copy_tokenizer_files(sft_model, hf)
-    summary.update(model=str(hf), pipeline_settings=fingerprint)
+    summary.update(model=str(hf))
     summary_path.write_text(json.dumps(summary, indent=1, default=str))
     return summary
 

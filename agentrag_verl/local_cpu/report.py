@@ -111,12 +111,6 @@ def saved_step(checkpoint_root: Path) -> int | None:
     return step if (Path(checkpoint_root) / f"global_step_{step}" / "actor").is_dir() else None
 
 
-def latest_actor_checkpoint(checkpoint_root: Path) -> Path | None:
-    """``<root>/global_step_<N>/actor`` with the largest N, or None."""
-    found = sorted(checkpoint_root.glob("global_step_*/actor"), key=lambda p: int(p.parent.name.rsplit("_", 1)[1]))
-    return found[-1] if found else None
-
-
 def load_actor_state(actor_dir: Path) -> dict:
     """Full actor state dict (CPU tensors) from verl's single-rank FSDP checkpoint in ``actor_dir``."""
     import torch

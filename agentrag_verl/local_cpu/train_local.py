@@ -25,7 +25,7 @@ from pathlib import Path
 
 from agentrag_verl.cli_common import arg_values, report_error
 from agentrag_verl.local_cpu.process_tree import GIB, meminfo, run_process_tree
-from agentrag_verl.local_cpu.report import compare_weights, latest_actor_checkpoint, saved_step, summarize_attempts
+from agentrag_verl.local_cpu.report import compare_weights, saved_step, summarize_attempts
 
 DEFAULT_REWARD_MODULE = "pkg://agentrag_verl.local_cpu.toy_reward"
 DEFAULT_REWARD_NAME = "ToyLengthRewardManager"
@@ -547,8 +547,9 @@ def write_summary(work_dir: Path, model_path: Path, **outcome) -> None:
     logs = attempt_logs(work_dir)
     summary = summarize_attempts([p.read_text(errors="replace") for p in logs] or [""])
     summary.update(outcome, wall_s=round(outcome["wall_s"], 1))
-    actor_dir = latest_actor_checkpoint(work_dir / "checkpoints")
-    if actor_dir is not None and (model_path / "config.json").exists():
+    step = saved_step(work_dir / "checkpoints")
+    actor_dir = work_dir / "checkpoints" / f"global_step_{step}" / "actor"
+    if step is not None and (model_path / "config.json").exists():
         summary["checkpoint"] = str(actor_dir)
         summary["weights_vs_initial"] = compare_weights(model_path, actor_dir)
     (work_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))

@@ -255,3 +255,31 @@ def test_a_stopped_rl_stage_continues_only_with_its_own_settings(tmp_path):
     assert rl_attempt(s, "bench", settings) is None and not rollouts.exists()
     stopped_at(10, dumped=10)
     assert rl_attempt(s, "bench", settings) == 10
+
+
+def test_a_finished_rl_stage_is_reused_only_with_its_own_settings(tmp_path, monkeypatch):
+    """The RL stage runs its recipe once per settings: a rerun with the settings the finished run recorded returns its
+    summary, and other settings run the recipe again (the recipe itself, beyond what this test reaches, is faked)."""
+    from agentrag_verl.demo import pipeline
+
+    runs = []
+
+    def finished_run(cmd, env, knobs, work, done, append=False):
+        runs.append(env["LOCAL_STEPS"])
+        hf = work / "train" / "checkpoints" / "global_step_2" / "actor" / "huggingface"
+        hf.mkdir(parents=True, exist_ok=True)
+        (hf / "config.json").write_text("{}")
+        done.write_text(json.dumps({"returncode": 0, "checkpoint": str(hf.parent)}))
+
+    monkeypatch.setattr(pipeline, "run_script", finished_run)
+    monkeypatch.setattr(pipeline, "MAIN_PPO_LOCK", str(tmp_path / "lock"))
+    sft = tmp_path / "sft"
+    sft.mkdir()
+    s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, grpo_steps=2)
+    first = pipeline.grpo_stage(s, sft, "http://127.0.0.1:1", "http://127.0.0.1:2", name="bench")
+    assert runs == ["2"] and first["model"].endswith("global_step_2/actor/huggingface")
+    assert pipeline.grpo_stage(s, sft, "http://127.0.0.1:1", "http://127.0.0.1:2", name="bench") == first
+    assert runs == ["2"]
+    s3 = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, grpo_steps=3)
+    pipeline.grpo_stage(s3, sft, "http://127.0.0.1:1", "http://127.0.0.1:2", name="bench")
+    assert runs == ["2", "3"]
