@@ -548,8 +548,8 @@ def write_summary(work_dir: Path, model_path: Path, **outcome) -> None:
     summary = summarize_attempts([p.read_text(errors="replace") for p in logs] or [""])
     summary.update(outcome, wall_s=round(outcome["wall_s"], 1))
     step = saved_step(work_dir / "checkpoints")
-    actor_dir = work_dir / "checkpoints" / f"global_step_{step}" / "actor"
     if step is not None and (model_path / "config.json").exists():
+        actor_dir = work_dir / "checkpoints" / f"global_step_{step}" / "actor"
         summary["checkpoint"] = str(actor_dir)
         summary["weights_vs_initial"] = compare_weights(model_path, actor_dir)
     (work_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
