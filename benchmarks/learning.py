@@ -233,6 +233,14 @@ def add_rl_args(p: argparse.ArgumentParser) -> None:
         "which over 20 steps spends the first 6 ramping up: the run of docs/learning.md rose half as much).",
     )
     p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="A Hydra override of the RL run, appended after the benchmark's own (repeatable; in the summary's "
+        "command), e.g. critic.ppo_mini_batch_size=3: 5 critic updates a PPO step instead of 1.",
+    )
+    p.add_argument(
         "--reanswer-mode",
         choices=("prompt", "closed_book"),
         default="prompt",
@@ -253,8 +261,13 @@ def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, pp
     :data:`DESIGNS` (its run script, knobs and overrides).
 
     Raises:
-        ValueError: With the fixed set, ``--batch-size`` does not divide the questions of a pass.
+        ValueError: With the fixed set, ``--batch-size`` does not divide the questions of a pass; an ``--override``
+            is not ``KEY=VALUE``.
     """
+    for o in args.override:
+        key, sep, _ = o.partition("=")
+        if not sep or not key.lstrip("+"):
+            raise ValueError(f"--override {o!r} is not a Hydra override: write KEY=VALUE, e.g. trainer.critic_warmup=2")
     s.recipe = design["script"]
     s.recipe_env = {**design.get("env", {})}
     if s.recipe_env.get("STAGE") == "switch":
@@ -262,6 +275,7 @@ def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, pp
     s.extra_train_overrides = list(design.get("overrides", []))
     if args.warmup_ratio >= 0:
         s.extra_train_overrides.append(f"actor_rollout_ref.actor.optim.lr_warmup_steps_ratio={args.warmup_ratio}")
+    s.extra_train_overrides += args.override
     s.grpo_steps = args.steps
     s.grpo_batch_size = args.batch_size or (15 if ppo else 6)
     s.grpo_rollout_n = args.rollout_n or (1 if ppo else 4)

@@ -108,6 +108,24 @@ def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path
     assert f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}" in grpo_overrides(s)
 
 
+def test_overrides_reach_the_rl_run_last_and_a_malformed_one_is_refused(tmp_path, monkeypatch):
+    """``--override`` (repeatable) appends Hydra overrides after the benchmark's own, so they win; one that is not
+    ``KEY=VALUE`` stops the benchmark with a usage error before anything starts."""
+    from agentrag_verl.demo.pipeline import grpo_overrides
+
+    argv = ("--design", "searchr1", "--algo", "ppo", "--warmup-ratio", "-1")
+    s = settings_of(monkeypatch, *argv, "--override", "critic.ppo_mini_batch_size=3", "--override", "+x.y=1")
+    assert grpo_overrides(s)[-2:] == ["critic.ppo_mini_batch_size=3", "+x.y=1"]
+    assert not any("lr_warmup_steps_ratio" in o for o in grpo_overrides(s))  # --warmup-ratio -1: the recipe's
+    learning = load("learning")
+    monkeypatch.setattr("agentrag_verl.demo.pipeline.start_services", lambda s, stack: pytest.fail("started"))
+    for bad in ("critic.ppo_mini_batch_size", "=3", "+=3"):
+        monkeypatch.setattr(sys, "argv", ["learning.py", *argv, "--override", bad])
+        with pytest.raises(SystemExit) as stopped:
+            learning.main()
+        assert stopped.value.code == 2
+
+
 def test_reasonrag_runs_mcts_then_dpo_with_its_recipe_settings(tmp_path, monkeypatch):
     """ReasonRAG: its own warm start and folder, MCTS sized by the flags, the DPO recipe with the CPU's overrides
     and the benchmark's learning rate."""
