@@ -11,7 +11,8 @@ runs again. Not part of CI (about 55-75 min per design on 2 cores with the warm 
 What may differ from the recipe, each printed in the run's settings: group size, batch and step counts (two
 cores), the learning rate (``--lr``; 0 keeps the recipe's), no KL loss (``--kl-coef``; the reference model's
 forward pass costs 35-65 s of a 2-core step), clip-higher 0.28, rollout log-probs as PPO's old log-probs, the
-observation cap and response budget of the warm start, and the method's reward options for the stand-in judge.
+observation cap and response budget of the warm start, the method's reward options for the stand-in judge, and
+any ``--override`` (a Hydra override of the run, recorded in the summary's command).
 
 The training reward is measured on a fixed question set (``--fixed-set``, the default): the RL stage goes over the
 same 30 training questions (10 per set, none of them demonstrated) in passes, each in its own order: with 6
@@ -203,6 +204,23 @@ CLOSED_BOOK_REANSWER_TOKENS = 96
 forced answer (masked prefix included)."""
 
 
+def hydra_override(text: str) -> str:
+    """``--override``'s type: ``text`` if it is a Hydra ``KEY=VALUE`` override (``+`` / ``++`` prefixes allowed).
+
+    >>> hydra_override("++critic.ppo_epochs=2")
+    '++critic.ppo_epochs=2'
+
+    Raises:
+        argparse.ArgumentTypeError: No ``=``, or nothing before it.
+    """
+    key, sep, _ = text.partition("=")
+    if not sep or not key.lstrip("+"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Hydra override: write KEY=VALUE, e.g. trainer.critic_warmup=2"
+        )
+    return text
+
+
 def add_rl_args(p: argparse.ArgumentParser) -> None:
     """The RL run's options (sizes, learning rate, KL, warm-up, the fixed question set); :func:`configure_rl`
     applies them."""
@@ -236,6 +254,7 @@ def add_rl_args(p: argparse.ArgumentParser) -> None:
         "--override",
         action="append",
         default=[],
+        type=hydra_override,
         metavar="KEY=VALUE",
         help="A Hydra override of the RL run, appended after the benchmark's own (repeatable; in the summary's "
         "command), e.g. critic.ppo_mini_batch_size=3: 5 critic updates a PPO step instead of 1.",
@@ -261,13 +280,8 @@ def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, pp
     :data:`DESIGNS` (its run script, knobs and overrides).
 
     Raises:
-        ValueError: With the fixed set, ``--batch-size`` does not divide the questions of a pass; an ``--override``
-            is not ``KEY=VALUE``.
+        ValueError: With the fixed set, ``--batch-size`` does not divide the questions of a pass.
     """
-    for o in args.override:
-        key, sep, _ = o.partition("=")
-        if not sep or not key.lstrip("+"):
-            raise ValueError(f"--override {o!r} is not a Hydra override: write KEY=VALUE, e.g. trainer.critic_warmup=2")
     s.recipe = design["script"]
     s.recipe_env = {**design.get("env", {})}
     if s.recipe_env.get("STAGE") == "switch":
