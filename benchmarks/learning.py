@@ -352,6 +352,8 @@ def main() -> int:
     if args.eval_steps < 1:
         p.error(f"--eval-steps must be at least 1, not {args.eval_steps}")
     design = algos[algo]
+    if args.override and "mcts_script" in design:
+        p.error("--override changes verl's RL run, and ReasonRAG trains with TRL's DPO (no verl run): drop it")
     s.eval_limit = args.eval_limit
     try:
         configure_rl(s, args, design, ppo=algo == "ppo")

@@ -110,7 +110,8 @@ def test_learning_stage_settings_follow_the_design(design, algo, sizes, tmp_path
 
 def test_overrides_reach_the_rl_run_last_and_a_malformed_one_is_refused(tmp_path, monkeypatch):
     """``--override`` (repeatable) appends Hydra overrides after the benchmark's own, so they win; one that is not
-    ``KEY=VALUE`` stops the benchmark with a usage error before anything starts."""
+    ``KEY=VALUE``, or one given to ReasonRAG (no verl run), stops the benchmark with a usage error before anything
+    starts."""
     from agentrag_verl.demo.pipeline import grpo_overrides
 
     argv = ("--design", "searchr1", "--algo", "ppo", "--warmup-ratio", "-1")
@@ -119,8 +120,10 @@ def test_overrides_reach_the_rl_run_last_and_a_malformed_one_is_refused(tmp_path
     assert not any("lr_warmup_steps_ratio" in o for o in grpo_overrides(s))  # --warmup-ratio -1: the recipe's
     learning = load("learning")
     monkeypatch.setattr("agentrag_verl.demo.pipeline.start_services", lambda s, stack: pytest.fail("started"))
-    for bad in ("critic.ppo_mini_batch_size", "=3", "+=3"):
-        monkeypatch.setattr(sys, "argv", ["learning.py", *argv, "--override", bad])
+    malformed = [[*argv, "--override", bad] for bad in ("critic.ppo_mini_batch_size", "=3", "+=3")]
+    dpo = ["--design", "reasonrag", "--override", "critic.ppo_epochs=2"]  # TRL's DPO: no verl run to override
+    for bad in (*malformed, dpo):
+        monkeypatch.setattr(sys, "argv", ["learning.py", *bad])
         with pytest.raises(SystemExit) as stopped:
             learning.main()
         assert stopped.value.code == 2
