@@ -24,6 +24,10 @@ dynamic sampling that batch's mean reward is not the policy's: a policy that lea
 all-right ones, which leave the batch. ``training/filter_groups/evicted_metric_sum`` is the sum of the evicted
 groups' shared values of the filter metric (with ``metric: reward``, the recipe's, their reward), so the mean reward
 over every group a step generated is (sum of the batch's group means + this sum) / (batch groups + evicted groups).
+With ``evicted_data_dir`` (the recipe sets it to ``trainer.rollout_data_dir``) it also writes the evicted groups'
+trajectories, before verl clears them, to ``<evicted_data_dir>/evicted/<step>.jsonl`` in the records of verl's own
+dump (``input``, ``output``, ``score``, ``step``, ``uid``), decoded with the ``tokenizer`` it is given. The dump of the
+training batch and this one together hold every trajectory a step generated.
 
 Only the synchronous trainer (``trainer.v1.trainer_mode: sync``) uses this buffer; the async trainers refill
 exactly the groups they evict and bound staleness instead (``trainer.v1.sampler.max_off_policy_threshold``).
@@ -31,9 +35,12 @@ exactly the groups they evict and bound staleness instead (``trainer.v1.sampler.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+from verl.trainer.ppo.v1 import replay_buffer as verl_buffer
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 __all__ = ["BoundedDynamicSampling", "GenerationBoundExceeded", "uses_bounded_sampler"]
@@ -68,15 +75,17 @@ class BoundedDynamicSampling(ReplayBuffer):
         sampler_kwargs: ``trainer.v1.sampler.sampler_kwargs``, the settings verl gives its own buffer:
             ``filter_groups`` (``algorithm.filter_groups``: ``enable``, ``metric``, ``max_num_gen_batches`` with
             0 = no bound, ``max_inflight_gen_batches``), ``train_batch_size``, and optionally ``gen_batch_size``
-            (``data.gen_batch_size``) and ``sync_refill_failed_groups``.
+            (``data.gen_batch_size``) and ``sync_refill_failed_groups``; ours, optional: ``evicted_data_dir``
+            (null: no dump of the evicted groups) and ``tokenizer`` (the path it decodes them with).
         refill_fn: The trainer's function that sends that many new prompts to generation.
 
     Raises:
-        ValueError: another trainer mode, or a missing or unknown ``sampler_kwargs`` key.
+        ValueError: another trainer mode, a missing or unknown ``sampler_kwargs`` key, or ``evicted_data_dir``
+            without ``tokenizer``.
     """
 
     KWARGS = ("filter_groups", "train_batch_size")
-    OPTIONAL_KWARGS = ("gen_batch_size", "sync_refill_failed_groups")
+    OPTIONAL_KWARGS = ("gen_batch_size", "sync_refill_failed_groups", "evicted_data_dir", "tokenizer")
 
     def __init__(
         self,
@@ -116,6 +125,13 @@ class BoundedDynamicSampling(ReplayBuffer):
         self.max_num_gen_batches = int(groups.get("max_num_gen_batches", 0) or 0) if metric else 0
         if self.max_num_gen_batches < 0:
             raise ValueError(f"max_num_gen_batches must be >= 0 (0 = no bound), got {self.max_num_gen_batches}")
+        self._evicted_dir = Path(options["evicted_data_dir"]) / "evicted" if options.get("evicted_data_dir") else None
+        if self._evicted_dir is not None and not options.get("tokenizer"):
+            raise ValueError(
+                f"trainer.v1.sampler.sampler_kwargs.evicted_data_dir for {type(self).__name__} needs "
+                "sampler_kwargs.tokenizer (the model path) to decode the evicted trajectories"
+            )
+        self._tokenizer_path, self._tokenizer = options.get("tokenizer"), None
         self._trainer_refill = refill_fn
         self._refilled = 0
         self._partition: str | None = None
@@ -148,12 +164,44 @@ class BoundedDynamicSampling(ReplayBuffer):
     def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons: Any) -> Any:
         """verl's eviction, plus ``<prefix>/filter_groups/evicted_metric_sum`` (module docstring); verl sums it over
         a step's polls as it sums the evicted count."""
+        if self._evicted_dir is not None and eviction_reasons[1]:
+            self._dump_evicted(global_steps, partition_id, eviction_reasons[1])
         evicted, stale, dapo, metrics = super()._evict_terminal_groups(global_steps, partition_id, eviction_reasons)
         counts = eviction_reasons[3]  # {shared value of the metric: evicted groups}
         if dapo and counts:
             key = f"{self._metrics_prefix(partition_id)}/filter_groups/evicted_metric_sum"
             metrics[key] = float(sum(value * count for value, count in counts.items()))
         return evicted, stale, dapo, metrics
+
+    def _dump_evicted(self, global_steps: int, partition_id: str, uids: set[str]) -> None:
+        """Append the trajectories of the groups dynamic sampling evicts to ``<evicted_dir>/<step>.jsonl``, as
+        verl's ``_log_rollout_data`` dumps the training batch's (scores summed over the tokens, text without special
+        tokens)."""
+        keys = sorted(k for k in self.partitions[partition_id] if k.split("_")[0] in uids)
+        if not keys:
+            return
+        if self._tokenizer is None:
+            from verl.utils import hf_tokenizer
+
+            self._tokenizer = hf_tokenizer(self._tokenizer_path)
+        data = verl_buffer.tq.kv_batch_get(
+            keys=keys, partition_id=partition_id, select_fields=["prompts", "responses", "rm_scores"]
+        )
+
+        def rows(field: str) -> list[Any]:
+            value = data[field]
+            return list(value.unbind()) if getattr(value, "is_nested", False) else list(value)
+
+        decode = self._tokenizer.decode
+        self._evicted_dir.mkdir(parents=True, exist_ok=True)
+        with open(self._evicted_dir / f"{global_steps}.jsonl", "a", encoding="utf-8") as f:
+            for key, prompt, response, score in zip(
+                keys, rows("prompts"), rows("responses"), rows("rm_scores"), strict=True
+            ):
+                record = {"input": decode(prompt.tolist(), skip_special_tokens=True),
+                          "output": decode(response.tolist(), skip_special_tokens=True),
+                          "score": float(score.sum()), "step": global_steps, "uid": key}  # fmt: skip
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def _bounded_refill(self, num_prompts: int) -> Any:
         allowance = self.refill_allowance

@@ -30,15 +30,25 @@ class Store:
     def __init__(self) -> None:
         self.tags: dict[str, dict[str, dict]] = {"train": {}}
         self.rewards: dict[str, float] = {}
+        self.tokenizer: Any = None  # where set, trajectory "<uid>_<session>_0" reads "question <uid>" and
+        # "answer <session> of <uid>"
 
     def kv_list(self, partition_id: str | None = None) -> dict:
         return {p: dict(items) for p, items in self.tags.items()}
 
     def kv_batch_get(self, keys: list[str], partition_id: str, select_fields: list[str]) -> dict:
+        """Per-token rewards with the trajectory's reward on its last token; token ids as jagged (nested) tensors,
+        as TransferQueue returns them."""
         import torch
 
-        assert select_fields == ["rm_scores"]
-        return {"rm_scores": [torch.tensor([self.rewards[k]]) for k in keys]}
+        def ids(texts: list[str]) -> Any:
+            rows = [torch.tensor(self.tokenizer.encode(t)) for t in texts]
+            return torch.nested.nested_tensor(rows, layout=torch.jagged)
+
+        out = {"rm_scores": lambda: [torch.tensor([0.0, self.rewards[k]]) for k in keys],
+               "prompts": lambda: ids([f"question {k.split('_')[0]}" for k in keys]),
+               "responses": lambda: ids([f"answer {k.split('_')[1]} of {k.split('_')[0]}" for k in keys])}  # fmt: skip
+        return {f: out[f]() for f in select_fields}
 
     def kv_clear(self, partition_id: str, keys: list[str]) -> None:
         for key in keys:
@@ -123,6 +133,29 @@ def test_the_evicted_groups_rewards_are_logged(monkeypatch):
     assert metrics["training/filter_groups/evicted_metric_sum"] == sum(i % 4 == 0 for i in uniform)
 
 
+def test_the_evicted_groups_trajectories_are_dumped_beside_verls(monkeypatch, tmp_path, tiny_model_dir):
+    """With ``trainer.rollout_data_dir`` set, the evicted groups' trajectories are written, decoded, before verl
+    clears them, to ``<dir>/evicted/<step>.jsonl``; with verl's dump of the batch they make up every group."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    cfg = multistage_config(
+        **{"+trainer.rollout_data_dir": str(tmp_path), "actor_rollout_ref.model.path": str(tiny_model_dir)}
+    )
+    buffer, generation = run_step(monkeypatch, cfg, uniform=lambda i: i % 2 == 0, value=lambda i: float(i % 4 == 0))
+    rb.tq.tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    batch, metrics = buffer.sample(global_steps=3, partition_id="train", batch_size=32)
+    records = [json.loads(line) for line in (tmp_path / "evicted" / "3.jsonl").read_text().splitlines()]
+    uniform = [i for i in range(32 + generation.sent) if i % 2 == 0]
+    assert len(records) == len(uniform) * GROUP == metrics["training/filter_groups/evicted_samples"] * GROUP
+    assert {r["input"] for r in records} == {f"question p{i}" for i in uniform}
+    assert all(r["output"] == f"answer {r['uid'].split('_')[1]} of {r['uid'].split('_')[0]}" for r in records)
+    assert all(r["score"] == float(int(r["uid"].split("_")[0][1:]) % 4 == 0) and r["step"] == 3 for r in records)
+    assert sum(r["score"] for r in records) == GROUP * metrics["training/filter_groups/evicted_metric_sum"]
+    assert not {r["uid"].split("_")[0] for r in records} & {key.split("_")[0] for key in batch.keys}
+
+
 def test_uniform_groups_stop_the_run_at_max_num_gen_batches(monkeypatch):
     cfg = multistage_config(**{"algorithm.filter_groups.max_num_gen_batches": 3})
     buffer, generation = run_step(monkeypatch, cfg, uniform=lambda i: True)  # every group: the same reward
@@ -167,6 +200,10 @@ def test_without_filtering_it_is_verls_plain_buffer():
         ({"trainer.v1.trainer_mode": "colocate_async"}, "synchronous trainer"),
         ({"+trainer.v1.sampler.sampler_kwargs.max_num_gen_batchs": 5}, "unknown ['max_num_gen_batchs']"),
         ({"algorithm.filter_groups.metric": "null"}, "metric must be set"),
+        (
+            {"+trainer.rollout_data_dir": "/tmp/x", "actor_rollout_ref.model.path": "''"},
+            "needs sampler_kwargs.tokenizer",
+        ),
     ],
 )
 def test_settings_it_refuses(changes, message):
