@@ -132,6 +132,7 @@ class BoundedDynamicSampling(ReplayBuffer):
                 "sampler_kwargs.tokenizer (the model path) to decode the evicted trajectories"
             )
         self._tokenizer_path, self._tokenizer = options.get("tokenizer"), None
+        self._dumped_steps: set[int] = set()  # steps this process has dumped: a resumed run rewrites a step's file
         self._trainer_refill = refill_fn
         self._refilled = 0
         self._partition: str | None = None
@@ -194,7 +195,9 @@ class BoundedDynamicSampling(ReplayBuffer):
 
         decode = self._tokenizer.decode
         self._evicted_dir.mkdir(parents=True, exist_ok=True)
-        with open(self._evicted_dir / f"{global_steps}.jsonl", "a", encoding="utf-8") as f:
+        mode = "a" if global_steps in self._dumped_steps else "w"  # a step evicts over several polls
+        self._dumped_steps.add(global_steps)
+        with open(self._evicted_dir / f"{global_steps}.jsonl", mode, encoding="utf-8") as f:
             for key, prompt, response, score in zip(
                 keys, rows("prompts"), rows("responses"), rows("rm_scores"), strict=True
             ):
