@@ -407,10 +407,18 @@ def main() -> int:
         m = rl["steps"][str(c["step"])]
         c["vf_loss"], c["vf_explained_var"] = m.get("critic/vf_loss"), m.get("critic/vf_explained_var")
         c["wall_s"] = rl.get("step_wall_s", {}).get(str(c["step"]))
-    for c, generated in zip(curve, generated_rewards(rl["steps"], s.grpo_batch_size), strict=True):
-        c["generated_mean"] = generated
     rewards = [c["mean"] for c in curve if c["mean"] is not None]
     searches = {r["step"]: r for r in P.rollout_searches(s, f"{run}_bench")}
+    # dynamic sampling: every group a step generated, the training batch and the uniform groups the sampler evicted
+    # and dumped (None without that dump: no dynamic sampling)
+    generated = (
+        {r["step"]: r for r in P.rollout_searches(s, f"{run}_bench", evicted=True)}
+        if (P.rollouts_dir(s, f"{run}_bench") / "evicted").is_dir()
+        else None
+    )
+    generated_means = dict(zip(sorted(generated), step_means(generated), strict=True)) if generated else {}
+    for c in curve:
+        c["generated_mean"] = generated_means.get(c["step"])
 
     stand_ins = {
         "teacher": "the scripted stand-in teacher (warmstart/teacher.py; a stand-in for a teacher model)",
@@ -432,19 +440,15 @@ def main() -> int:
     print_held_out(warm, after)
 
     checks: dict[str, dict[str, Any]] = {}
-    if s.recipe_env.get("STAGE") == "switch":  # two reward functions in one run: compare the steps on the last one's
-        switch = int(s.recipe_env["STAGE_SWITCH_STEP"])
-        rescored = on_last_stage(searches, switch)
-        means = [
-            mean_se([x for xs in rescored[k]["rewards_by_question"].values() for x in xs])[0] for k in sorted(rescored)
-        ]
+    # two reward functions in one run: compare the steps on the last one's scale
+    switch = int(s.recipe_env["STAGE_SWITCH_STEP"]) if s.recipe_env.get("STAGE") == "switch" else None
+    if switch is not None:
         print(f"multi-stage: stage 2 from step {switch}; reward per step as stage 2 scores it (r - β·RC before it):",
-              " ".join(f"{m:.3f}" for m in means))  # fmt: skip
-        if rise := reward_rise(means, rescored, paired=args.fixed_set):
-            checks["reward_rises"] = {**rise, "scale": f"stage 2 (steps before {switch} rescored: r - β·RC)",
-                                      "as_scored": reward_rise(rewards, searches, paired=args.fixed_set)}  # fmt: skip
-    elif rise := reward_rise(rewards, searches, paired=args.fixed_set):
+              " ".join(f"{m:.3f}" for m in step_means(on_last_stage(generated or searches, switch))))  # fmt: skip
+    if rise := rise_over(searches, rewards, switch, paired=args.fixed_set):
         checks["reward_rises"] = rise
+    if generated and (rise := rise_over(generated, step_means(generated), switch, paired=args.fixed_set)):
+        checks["reward_rises"] = {**rise, "trajectories": GENERATED, "training_batch": checks.get("reward_rises")}
     checks["cem_holds"] = cem_holds(warm, after)
     ev = [c["vf_explained_var"] for c in curve if c["vf_explained_var"] is not None]
     if len(ev) >= 10:
@@ -465,30 +469,36 @@ def main() -> int:
     return finish(s, run, out)
 
 
-EVICTED_SUM = "training/filter_groups/evicted_metric_sum"
-"""What :class:`agentrag_verl.dynamic_sampling.BoundedDynamicSampling` logs: the evicted groups' summed reward."""
+GENERATED = "every group each step generated: the training batch and the uniform groups dynamic sampling evicted"
+"""What check 1 of a run with dynamic sampling reads. The training batch holds no uniform group by construction, so
+its mean is not the policy's: a policy that learns turns mixed groups into all-right ones, which leave the batch,
+and the refills shift which questions a step's batch holds (docs/learning.md, multi-stage run 3). Every generated
+group holds each question of the fixed set as the data stream served it."""
 
 
-def generated_rewards(steps: dict[str, dict[str, Any]], batch_groups: int) -> list[float | None]:
-    """Per step (``steps``: main_ppo's metrics by step), the mean reward over every group dynamic sampling generated:
-    the training batch's ``batch_groups`` groups (``critic/score/mean``) and the uniform groups it evicted (count
-    ``training/filter_groups/evicted_samples``, rewards :data:`EVICTED_SUM`; a step without either evicted none).
-    The training batch alone holds no uniform group, so its mean leaves out the all-right groups a learning policy
-    makes. All None for a run that logged no evicted reward (no dynamic sampling, or a run before the sampler did).
+def step_means(view: dict[int, dict[str, Any]]) -> list[float]:
+    """The mean reward of each step (in step order) over its trajectories in ``view``
+    (:func:`pipeline.rollout_searches` by step).
 
-    >>> generated_rewards({"1": {"critic/score/mean": 0.5, "training/filter_groups/evicted_samples": 2.0,
-    ...                          EVICTED_SUM: 2.0}, "2": {"critic/score/mean": 0.25}}, batch_groups=6)
-    [0.625, 0.25]
+    >>> step_means({2: {"rewards_by_question": {"a": [1.0], "b": [0.0, 0.5]}},
+    ...             1: {"rewards_by_question": {"a": [0.2]}}})
+    [0.2, 0.5]
     """
-    ordered = [steps[k] for k in sorted(steps, key=int)]
-    if not any(EVICTED_SUM in m for m in ordered):
-        return [None] * len(ordered)
-    out = []
-    for m in ordered:
-        evicted = m.get("training/filter_groups/evicted_samples", 0.0)
-        mean = m.get("critic/score/mean")
-        out.append(None if mean is None else (mean * batch_groups + m.get(EVICTED_SUM, 0.0)) / (batch_groups + evicted))
-    return out
+    return [mean_se([x for xs in view[k]["rewards_by_question"].values() for x in xs])[0] for k in sorted(view)]
+
+
+def rise_over(
+    view: dict[int, dict[str, Any]], rewards: list[float], switch: int | None, *, paired: bool
+) -> dict[str, Any] | None:
+    """Check 1 on the trajectories of ``view`` (:func:`pipeline.rollout_searches` by step) whose step means are
+    ``rewards``. With the stage switch at step ``switch`` it compares the steps on the last stage's scale
+    (:func:`on_last_stage`) and keeps the comparison as scored beside it (``as_scored``)."""
+    if switch is None:
+        return reward_rise(rewards, view, paired=paired)
+    rescored = on_last_stage(view, switch)
+    rise = reward_rise(step_means(rescored), rescored, paired=paired)
+    return rise and {**rise, "scale": f"stage 2 (steps before {switch} rescored: r - β·RC)",
+                     "as_scored": reward_rise(rewards, view, paired=paired)}  # fmt: skip
 
 
 def on_last_stage(searches: dict[int, dict[str, Any]], switch_step: int) -> dict[int, dict[str, Any]]:

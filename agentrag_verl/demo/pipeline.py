@@ -676,10 +676,15 @@ def rollouts_dir(settings: PipelineSettings, name: str = "grpo") -> Path:
     return settings.work_dir / name / "rollouts"
 
 
-def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dict[str, Any]]:
+def rollout_searches(settings: PipelineSettings, name: str = "grpo", *, evicted: bool = False) -> list[dict[str, Any]]:
     """Per GRPO step, from verl's dump of its trajectories (``<work_dir>/<name>/rollouts/<step>.jsonl``): how many
     of them searched, on common-knowledge questions and on corpus-only (single- and multi-hop) ones. A trajectory's
     searches are those its format's parser reads (RC), so a malformed search tag is not counted.
+
+    verl dumps the training batch. Under dynamic sampling that batch holds no group whose responses all got the same
+    reward; with ``evicted`` each step also counts the groups it evicted, which
+    :class:`~agentrag_verl.dynamic_sampling.BoundedDynamicSampling` dumps to ``rollouts/evicted/<step>.jsonl``: every
+    group the step generated.
 
     The reward curve cannot tell a policy that learned when to search from one that stopped searching everywhere;
     this can. Each trajectory's set is that of the (longest) training question its prompt contains.
@@ -723,7 +728,14 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo") -> list[dic
         rc_by_question: dict[str, list[int]] = {}
         right_common, over_search_common = [0, 0], 0
         by_bucket: dict[str, list[int]] = {}
-        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        files = [path, folder / "evicted" / path.name] if evicted else [path]
+        records = [
+            json.loads(line)
+            for f in files
+            if f.exists()
+            for line in f.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         for r in records:
             q, ds, key = next(((q, d, k) for q, d, k in questions if q in r["input"]), (None, None, None))
             if ds is None:

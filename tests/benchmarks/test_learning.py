@@ -254,6 +254,23 @@ def test_a_stage_switch_run_compares_its_steps_on_the_last_stages_scale():
     assert restage(0.0, 1, 1, 2) == -recipe["reward"]["reward_kwargs"]["beta"]
 
 
+def test_a_dynamic_sampling_run_is_checked_on_every_group_it_generated():
+    """DAPO evicts the groups whose responses all got the same reward, so the questions a policy learned to answer
+    right every time leave its training batch. Over the batch, the last steps lack them and the rise is not seen;
+    over every group generated (the batch and the evicted groups, as ``rollout_searches(evicted=True)`` reads
+    them) it is: questions a-c go from one right answer in two to two in two, d stays at one in two."""
+    learning = load("learning")
+    mixed, right = [0.0, 1.0], [1.0, 1.0]
+    batch = {k: {"rewards_by_question": {q: mixed for q in ("abcd" if k <= 5 else "d")}} for k in range(1, 11)}
+    generated = {k: {"rewards_by_question": {q: mixed if k <= 5 or q == "d" else right for q in "abcd"}}
+                 for k in range(1, 11)}  # fmt: skip
+    assert learning.step_means(batch) == learning.step_means(generated)[:5] + [0.5] * 5
+    assert not learning.rise_over(batch, learning.step_means(batch), None, paired=True)["pass"]
+    rise = learning.rise_over(generated, learning.step_means(generated), None, paired=True)
+    assert rise["paired"]["questions"] == 4 and rise["diff"] == pytest.approx(0.375) and rise["pass"]
+    assert (rise["first5"][0], rise["last5"][0]) == (0.5, pytest.approx(0.875))
+
+
 def test_reanswer_mode_reaches_the_rl_stage_and_the_evals(monkeypatch):
     """``--reanswer-mode closed_book`` sets the agent-loop option in the RL overrides and the evals' loop options,
     with room for the no-search path; the paper's mode adds nothing, so runs cached under it keep their keys."""

@@ -122,6 +122,14 @@ def test_rollout_searches_counts_searching_trajectories_per_kind_of_question(tmp
     assert got[1]["trajectories"] == 3 and got[2]["searched_common"] == [0, 1]
     assert rollout_searches(s, "no_such_run") == []
 
+    # dynamic sampling's evicted groups (their own dump) join their step's trajectories only when asked for
+    (folder / "evicted").mkdir()
+    (folder / "evicted" / "2.jsonl").write_text(line(multi, search, 1.0) + line(multi, search, 1.0))
+    by_step = {r["step"]: r for r in rollout_searches(s, "grpo_bench", evicted=True)}
+    assert by_step[2]["rewards_by_question"] == {multi: [0.2, 1.0, 1.0], single: [0.2]}
+    assert by_step[2]["searched_corpus"] == [2, 4] and by_step[1] == got[0]
+    assert rollout_searches(s, "grpo_bench")[1] == got[1]
+
     # HiPRAG scores (λf 0.2, λp 0.4) of common-question trajectories: 1.0 = right, formatted, its one search step
     # judged over-search; 1.4 = right with the full bonus; 0.8 = right without format; 0.2 = wrong
     (folder / "11.jsonl").write_text(
