@@ -132,7 +132,7 @@ class BoundedDynamicSampling(ReplayBuffer):
                 "sampler_kwargs.tokenizer (the model path) to decode the evicted trajectories"
             )
         self._tokenizer_path, self._tokenizer = options.get("tokenizer"), None
-        self._dumped_steps: set[int] = set()  # steps this process has dumped: a resumed run rewrites a step's file
+        self._sampled_steps: set[int] = set()  # steps this process has sampled: a resumed run rewrites a step's dump
         self._trainer_refill = refill_fn
         self._refilled = 0
         self._partition: str | None = None
@@ -160,6 +160,9 @@ class BoundedDynamicSampling(ReplayBuffer):
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[Any, dict]:
         self._refilled, self._partition = 0, partition_id
+        if self._evicted_dir is not None and partition_id != "val" and global_steps not in self._sampled_steps:
+            self._sampled_steps.add(global_steps)  # a run resumed from a checkpoint generates this step anew
+            (self._evicted_dir / f"{global_steps}.jsonl").unlink(missing_ok=True)
         return super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
 
     def _evict_terminal_groups(self, global_steps: int, partition_id: str, eviction_reasons: Any) -> Any:
@@ -195,9 +198,7 @@ class BoundedDynamicSampling(ReplayBuffer):
 
         decode = self._tokenizer.decode
         self._evicted_dir.mkdir(parents=True, exist_ok=True)
-        mode = "a" if global_steps in self._dumped_steps else "w"  # a step evicts over several polls
-        self._dumped_steps.add(global_steps)
-        with open(self._evicted_dir / f"{global_steps}.jsonl", mode, encoding="utf-8") as f:
+        with open(self._evicted_dir / f"{global_steps}.jsonl", "a", encoding="utf-8") as f:  # a step evicts in polls
             for key, prompt, response, score in zip(
                 keys, rows("prompts"), rows("responses"), rows("rm_scores"), strict=True
             ):

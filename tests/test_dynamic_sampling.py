@@ -155,11 +155,14 @@ def test_the_evicted_groups_trajectories_are_dumped_beside_verls(monkeypatch, tm
     assert sum(r["score"] for r in records) == GROUP * metrics["training/filter_groups/evicted_metric_sum"]
     assert not {r["uid"].split("_")[0] for r in records} & {key.split("_")[0] for key in batch.keys}
 
-    # a run resumed from a checkpoint generates the step again: its file is rewritten, not appended to
+    # a run resumed from a checkpoint generates the step anew: the earlier attempt's evicted groups are not kept
     buffer, _ = run_step(monkeypatch, cfg, uniform=lambda i: i % 2 == 0)
     rb.tq.tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     buffer.sample(global_steps=3, partition_id="train", batch_size=32)
     assert len((tmp_path / "evicted" / "3.jsonl").read_text().splitlines()) == len(records)
+    buffer, _ = run_step(monkeypatch, cfg, uniform=lambda i: False)  # this time no group is uniform
+    buffer.sample(global_steps=3, partition_id="train", batch_size=32)
+    assert not (tmp_path / "evicted" / "3.jsonl").exists()
 
 
 def test_uniform_groups_stop_the_run_at_max_num_gen_batches(monkeypatch):
