@@ -43,7 +43,10 @@ from typing import Any
 from verl.trainer.ppo.v1 import replay_buffer as verl_buffer
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-__all__ = ["BoundedDynamicSampling", "GenerationBoundExceeded", "uses_bounded_sampler"]
+__all__ = ["EVICTED_SUBDIR", "BoundedDynamicSampling", "GenerationBoundExceeded", "uses_bounded_sampler"]
+
+EVICTED_SUBDIR = "evicted"
+"""The folder under ``evicted_data_dir`` that holds the dump of the evicted groups, a file per step."""
 
 
 class GenerationBoundExceeded(RuntimeError):
@@ -125,7 +128,8 @@ class BoundedDynamicSampling(ReplayBuffer):
         self.max_num_gen_batches = int(groups.get("max_num_gen_batches", 0) or 0) if metric else 0
         if self.max_num_gen_batches < 0:
             raise ValueError(f"max_num_gen_batches must be >= 0 (0 = no bound), got {self.max_num_gen_batches}")
-        self._evicted_dir = Path(options["evicted_data_dir"]) / "evicted" if options.get("evicted_data_dir") else None
+        dump_dir = options.get("evicted_data_dir")
+        self._evicted_dir = Path(dump_dir) / EVICTED_SUBDIR if dump_dir else None
         if self._evicted_dir is not None and not options.get("tokenizer"):
             raise ValueError(
                 f"trainer.v1.sampler.sampler_kwargs.evicted_data_dir for {type(self).__name__} needs "

@@ -413,10 +413,11 @@ def main() -> int:
     # and dumped (None without that dump: no dynamic sampling)
     generated = (
         {r["step"]: r for r in P.rollout_searches(s, f"{run}_bench", evicted=True)}
-        if (P.rollouts_dir(s, f"{run}_bench") / "evicted").is_dir()
+        if P.evicted_rollouts_dir(s, f"{run}_bench").is_dir()
         else None
     )
-    generated_means = dict(zip(sorted(generated), step_means(generated), strict=True)) if generated else {}
+    generated_rewards = step_means(generated) if generated else []
+    generated_means = dict(zip(sorted(generated or ()), generated_rewards, strict=True))
     for c in curve:
         c["generated_mean"] = generated_means.get(c["step"])
 
@@ -447,7 +448,7 @@ def main() -> int:
               " ".join(f"{m:.3f}" for m in step_means(on_last_stage(generated or searches, switch))))  # fmt: skip
     if rise := rise_over(searches, rewards, switch, paired=args.fixed_set):
         checks["reward_rises"] = rise
-    if generated and (rise := rise_over(generated, step_means(generated), switch, paired=args.fixed_set)):
+    if generated and (rise := rise_over(generated, generated_rewards, switch, paired=args.fixed_set)):
         checks["reward_rises"] = {**rise, "trajectories": GENERATED, "training_batch": checks.get("reward_rises")}
     checks["cem_holds"] = cem_holds(warm, after)
     ev = [c["vf_explained_var"] for c in curve if c["vf_explained_var"] is not None]

@@ -676,6 +676,14 @@ def rollouts_dir(settings: PipelineSettings, name: str = "grpo") -> Path:
     return settings.work_dir / name / "rollouts"
 
 
+def evicted_rollouts_dir(settings: PipelineSettings, name: str = "grpo") -> Path:
+    """Where :class:`~agentrag_verl.dynamic_sampling.BoundedDynamicSampling` dumps the groups it evicts in the GRPO
+    stage ``name``, a file per step beside verl's (``rollouts/evicted``); absent without dynamic sampling."""
+    from agentrag_verl.dynamic_sampling import EVICTED_SUBDIR
+
+    return rollouts_dir(settings, name) / EVICTED_SUBDIR
+
+
 def rollout_searches(settings: PipelineSettings, name: str = "grpo", *, evicted: bool = False) -> list[dict[str, Any]]:
     """Per GRPO step, from verl's dump of its trajectories (``<work_dir>/<name>/rollouts/<step>.jsonl``): how many
     of them searched, on common-knowledge questions and on corpus-only (single- and multi-hop) ones. A trajectory's
@@ -721,6 +729,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo", *, evicted:
     )
     out = []
     folder = rollouts_dir(settings, name)
+    evicted_folder = evicted_rollouts_dir(settings, name)
     for path in sorted(folder.glob("*.jsonl"), key=lambda f: int(f.stem)) if folder.is_dir() else []:
         counts = {"common": [0, 0], "corpus": [0, 0]}
         searches = {"common": 0, "corpus": 0}
@@ -728,7 +737,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo", *, evicted:
         rc_by_question: dict[str, list[int]] = {}
         right_common, over_search_common = [0, 0], 0
         by_bucket: dict[str, list[int]] = {}
-        files = [path, folder / "evicted" / path.name] if evicted else [path]
+        files = [path, evicted_folder / path.name] if evicted else [path]
         records = [
             json.loads(line)
             for f in files
