@@ -729,7 +729,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo", *, evicted:
     )
     out = []
     folder = rollouts_dir(settings, name)
-    evicted_folder = evicted_rollouts_dir(settings, name)
+    evicted_folder = evicted_rollouts_dir(settings, name) if evicted else None
     for path in sorted(folder.glob("*.jsonl"), key=lambda f: int(f.stem)) if folder.is_dir() else []:
         counts = {"common": [0, 0], "corpus": [0, 0]}
         searches = {"common": 0, "corpus": 0}
@@ -737,7 +737,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo", *, evicted:
         rc_by_question: dict[str, list[int]] = {}
         right_common, over_search_common = [0, 0], 0
         by_bucket: dict[str, list[int]] = {}
-        files = [path, evicted_folder / path.name] if evicted else [path]
+        files = [path, evicted_folder / path.name] if evicted_folder else [path]
         records = [
             json.loads(line)
             for f in files
