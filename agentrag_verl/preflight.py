@@ -14,7 +14,8 @@ the config. For the exact command a user would run (``python -m verl.trainer.mai
      worker renames it) and critic configs; the model and critic configs load the model's config files when the
      model is a local folder (a hub id is not downloaded: those two are then skipped);
    - ``batch sizes``: each PPO mini-batch (``ppo_mini_batch_size`` × ``rollout.n`` trajectories) splits evenly over
-     the data-parallel ranks of the actor and of the critic; the GPUs split into whole rollout replicas
+     the data-parallel ranks of the actor and of the critic, and a rank's share into whole micro-batches (without
+     dynamic batch sizes; the critic's engine reads ``critic.fsdp``); the GPUs split into whole rollout replicas
      (TP × DP × PP); dynamic batch sizing is on or off for actor and log-probs together, and every token budget
      holds one full-length sequence; a ``separate_async`` rollout pool splits into whole replicas too;
    - ``trainer mode``: verl's V1 trainer of ``trainer.v1.trainer_mode`` is constructed (its own checks of the mode,
@@ -299,7 +300,7 @@ def _batch_sizes(cfg: Any, use_critic: bool) -> str:
     n = int(arr.rollout.n)
     problems = []
 
-    def split(role: str, mini: int, sp: int) -> int:
+    def split(role: str, mini: int, sp: int, micro: tuple[str, Any] | None) -> int:
         if n_gpus % sp:
             problems.append(f"{role}: {n_gpus} GPUs do not split into sequence-parallel groups of {sp}")
             return 0
@@ -310,11 +311,30 @@ def _batch_sizes(cfg: Any, use_critic: bool) -> str:
                 f"over its {dp} data-parallel ranks ({trainer.n_gpus_per_node} GPUs x {trainer.nnodes} nodes / "
                 f"sequence parallel {sp}); change {role}.ppo_mini_batch_size or the GPU count"
             )
+        elif micro is not None and micro[1] and (mini * n // dp) % int(micro[1]):
+            problems.append(
+                f"{role}: a rank's share of a PPO mini-batch, {mini * n // dp} trajectories, does not split into "
+                f"micro-batches of {micro[0]}={micro[1]} (verl asserts it at the first update, after the first "
+                f"rollout); choose a micro-batch size that divides it"
+            )
         return dp
 
-    actor_dp = split("actor_rollout_ref.actor", int(arr.actor.ppo_mini_batch_size), _sp_size(arr.actor))
+    # without dynamic batch sizes the engine splits each rank's share into micro-batches of a fixed count; the V1
+    # trainer builds the critic's engine from critic.fsdp (the local profile points it at the critic's own size)
+    actor_micro = (
+        None
+        if arr.actor.use_dynamic_bsz
+        else ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", arr.actor.get("ppo_micro_batch_size_per_gpu"))
+    )
+    actor_dp = split("actor_rollout_ref.actor", int(arr.actor.ppo_mini_batch_size), _sp_size(arr.actor), actor_micro)
     if use_critic:
-        split("critic", int(cfg.critic.ppo_mini_batch_size), _sp_size(cfg.critic))
+        engine = cfg.critic.get("fsdp") or {}
+        critic_micro = (
+            None
+            if engine.get("use_dynamic_bsz", True)
+            else ("critic.fsdp.micro_batch_size_per_gpu", engine.get("micro_batch_size_per_gpu"))
+        )
+        split("critic", int(cfg.critic.ppo_mini_batch_size), _sp_size(cfg.critic), critic_micro)
     rollout = arr.rollout
     replica = int(rollout.tensor_model_parallel_size) * int(rollout.get("data_parallel_size", 1) or 1)
     replica *= int(rollout.get("pipeline_model_parallel_size", 1) or 1)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -791,10 +792,17 @@ def grpo_overrides(settings: PipelineSettings) -> list[str]:
     ``grpo_*`` settings that are not None, micro-batches for a 24 GB box (actor and critic), and rollout log-probs
     as PPO's old log-probs."""
     s = settings
-    # verl splits a mini-batch (all the step's trajectories: ppo_mini_batch_size = the batch's prompts) into equal
-    # micro-batches and asserts that they divide it: the largest divisor within the memory bound (18 -> 3, 30 -> 3)
+    # verl splits a mini-batch (all the step's trajectories: ppo_mini_batch_size = the batch's prompts, unless an
+    # extra override sets fewer) into equal micro-batches and asserts, at the first update, that they divide it; the
+    # log-prob and value passes split the whole batch the same way. So each role takes the largest divisor of both
+    # within the memory bound (18 -> 3, 30 -> 3; a critic mini-batch of 3 prompts in a batch of 30 -> 3, not 2)
     total = s.grpo_batch_size * s.grpo_rollout_n
-    micro = max(d for d in range(1, max(1, min(s.grpo_micro_batch_size, total)) + 1) if total % d == 0)
+    mini = {
+        role: (_last_int_override(s.extra_train_overrides, f"{role}.ppo_mini_batch_size") or s.grpo_batch_size)
+        * s.grpo_rollout_n
+        for role in ("actor_rollout_ref.actor", "critic")
+    }
+    micro, critic_micro = (_largest_divisor(math.gcd(total, mini[role]), s.grpo_micro_batch_size) for role in mini)
     algorithm = {
         "actor_rollout_ref.actor.optim.lr": s.grpo_lr,
         "actor_rollout_ref.actor.clip_ratio_low": s.grpo_clip_low,
@@ -817,7 +825,7 @@ def grpo_overrides(settings: PipelineSettings) -> list[str]:
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
-        f"critic.ppo_micro_batch_size_per_gpu={micro}",  # PPO-GAE's critic (unused by GRPO)
+        f"critic.ppo_micro_batch_size_per_gpu={critic_micro}",  # PPO-GAE's critic (unused by GRPO)
         "actor_rollout_ref.rollout.max_num_seqs=32",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={s.grpo_batch_size}",
         "trainer.val_before_train=false",
@@ -896,6 +904,21 @@ def _script_env(**knobs: str) -> dict[str, str]:
     """This environment with this interpreter's scripts first on PATH, ``PYTHON`` and the script's ``knobs``."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return {**os.environ, "PATH": path, "PYTHON": sys.executable, **knobs}
+
+
+def _largest_divisor(n: int, bound: int) -> int:
+    """The largest divisor of ``n`` that is at most ``bound`` (at least 1)."""
+    return max(d for d in range(1, max(1, min(bound, n)) + 1) if n % d == 0)
+
+
+def _last_int_override(overrides: Sequence[str], key: str) -> int | None:
+    """The value that the last of ``overrides`` (Hydra ``key=value``, with or without ``+``/``++``) gives ``key``, as
+    an int; None where none sets it (or it is null)."""
+    for override in reversed(overrides):
+        name, _, value = override.lstrip("+").partition("=")
+        if name == key:
+            return None if value in ("null", "") else int(value)
+    return None
 
 
 def _hydra(value: Any) -> str:

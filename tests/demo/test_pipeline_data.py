@@ -187,8 +187,9 @@ def test_reward_kwargs_override_the_methods_local_options(tmp_path):
 
 def test_grpo_actor_micro_batches_hold_at_most_four_trajectories(tmp_path):
     """Memory bound of the actor and critic updates on a 24 GB box: micro-batches of at most
-    ``grpo_micro_batch_size`` trajectories, never more than the step has, and dividing the step's trajectories (verl
-    asserts it: 6 groups of 3 in micro-batches of 4 stopped the first Search-R1 learning run at its first update)."""
+    ``grpo_micro_batch_size`` trajectories, never more than the step has, dividing the step's trajectories and each
+    role's mini-batch (verl asserts it: 6 groups of 3 in micro-batches of 4 stopped the first Search-R1 learning run
+    at its first update, a critic mini-batch of 3 in micro-batches of 2 AutoSearch run 5)."""
     from agentrag_verl.demo.pipeline import grpo_overrides
 
     def micro(**kw):
@@ -200,6 +201,11 @@ def test_grpo_actor_micro_batches_hold_at_most_four_trajectories(tmp_path):
     assert micro(grpo_batch_size=6, grpo_rollout_n=3) == ["3"] * 4  # 18 trajectories
     assert micro(grpo_batch_size=30, grpo_rollout_n=1) == ["3"] * 4  # PPO: 30 prompts, one response each
     assert micro(grpo_batch_size=7, grpo_rollout_n=1) == ["1"] * 4
+    # an override of a role's mini-batch: its micro-batches divide that too (actor, rollout, ref, critic)
+    critic_of_3 = {"grpo_micro_batch_size": 2, "extra_train_overrides": ["++critic.ppo_mini_batch_size=3"]}
+    assert micro(grpo_batch_size=30, grpo_rollout_n=1, **critic_of_3) == ["2", "2", "2", "1"]
+    actor_of_4 = {"extra_train_overrides": ["actor_rollout_ref.actor.ppo_mini_batch_size=4"]}
+    assert micro(grpo_batch_size=6, grpo_rollout_n=3, **actor_of_4) == ["3", "3", "3", "3"]  # 12 and 18 trajectories
 
 
 def test_a_stopped_rl_stage_leaves_no_training_running(tmp_path):

@@ -157,6 +157,13 @@ def _failed(report) -> dict[str, str]:
             "batch sizes",
             "100 trajectories does not split over its 8 data-parallel ranks",
         ),
+        # 256 prompts over 8 ranks in micro-batches of 3: the engine's assert, at the first update after the rollout
+        (
+            "autosearch/run_ppo.sh",
+            ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"],
+            "batch sizes",
+            "32 trajectories, does not split into micro-batches of actor_rollout_ref.actor.ppo_micro_batch_size_per",
+        ),
         ("multistage/run_dapo.sh", ["trainer.n_gpus_per_node=6"], "batch sizes", "replicas of tensor x data"),
         (
             "multistage/run_dapo.sh",
@@ -288,3 +295,33 @@ def test_learning_benchmark_samples_what_its_actor_scores(tmp_path, monkeypatch)
     rollout = report.config.actor_rollout_ref.rollout
     assert report.config.algorithm.rollout_correction.bypass_mode is True
     assert (rollout.temperature, rollout.top_k, rollout.top_p) == (0.6, -1, 1.0)
+
+
+def test_learning_benchmark_micro_batches_divide_an_overridden_critic_mini_batch(tmp_path, monkeypatch):
+    """``--override critic.ppo_mini_batch_size=3`` (more critic updates a step) with 30 prompts a step: the critic's
+    micro-batches must divide its mini-batch of 3, not only the step's 30 trajectories. AutoSearch run 5 stopped at its
+    first critic update on micro-batches of 2, after 6 minutes of rollout; the preflight now sees it in the config."""
+    from agentrag_verl.demo.pipeline import grpo_overrides
+    from tests.benchmarks.test_learning import settings_of
+
+    argv = [
+        "--design",
+        "autosearch",
+        "--algo",
+        "ppo",
+        "--batch-size",
+        "30",
+        "--override",
+        "critic.ppo_mini_batch_size=3",
+    ]
+    s = settings_of(monkeypatch, *argv)
+    sizes = {"LOCAL_BATCH_SIZE": str(s.grpo_batch_size), "LOCAL_ROLLOUT_N": str(s.grpo_rollout_n)}
+    recipe = _recipe("autosearch/run_ppo.sh")
+    report = check_command(dry_run(recipe, *grpo_overrides(s), profile="local", LOCAL_WORK=str(tmp_path), **sizes))
+    assert report.ok, _failure(recipe, "learning benchmark", report)
+    assert (report.config.critic.ppo_mini_batch_size, report.config.critic.fsdp.micro_batch_size_per_gpu) == (3, 1)
+    assert report.config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 2  # of the actor's 30
+
+    before = [*grpo_overrides(s), "critic.ppo_micro_batch_size_per_gpu=2"]  # what run 5 started with
+    report = check_command(dry_run(recipe, *before, profile="local", LOCAL_WORK=str(tmp_path), **sizes))
+    assert "critic: a rank's share of a PPO mini-batch, 3 trajectories" in _failed(report)["batch sizes"]
