@@ -795,7 +795,7 @@ def grpo_overrides(settings: PipelineSettings) -> list[str]:
     # verl splits a mini-batch (all the step's trajectories: ppo_mini_batch_size = the batch's prompts, unless an
     # extra override sets fewer) into equal micro-batches and asserts, at the first update, that they divide it; the
     # log-prob and value passes split the whole batch the same way. So each role takes the largest divisor of both
-    # within the memory bound (18 -> 3, 30 -> 3; a critic mini-batch of 3 prompts in a batch of 30 -> 3, not 2)
+    # within the memory bound (18 -> 3, 30 -> 3; PPO's bound 2 with a critic mini-batch of 3 -> 1 for the critic)
     total = s.grpo_batch_size * s.grpo_rollout_n
     mini = {
         role: (_last_int_override(s.extra_train_overrides, f"{role}.ppo_mini_batch_size") or s.grpo_batch_size)
