@@ -300,7 +300,7 @@ def _batch_sizes(cfg: Any, use_critic: bool) -> str:
     n = int(arr.rollout.n)
     problems = []
 
-    def split(role: str, mini: int, sp: int, micro: tuple[str, Any] | None) -> int:
+    def split(role: str, mini: int, sp: int, micro_key: str, micro: Any) -> int:
         if n_gpus % sp:
             problems.append(f"{role}: {n_gpus} GPUs do not split into sequence-parallel groups of {sp}")
             return 0
@@ -311,30 +311,27 @@ def _batch_sizes(cfg: Any, use_critic: bool) -> str:
                 f"over its {dp} data-parallel ranks ({trainer.n_gpus_per_node} GPUs x {trainer.nnodes} nodes / "
                 f"sequence parallel {sp}); change {role}.ppo_mini_batch_size or the GPU count"
             )
-        elif micro is not None and micro[1] and (mini * n // dp) % int(micro[1]):
+        elif micro and (mini * n // dp) % int(micro):
             problems.append(
                 f"{role}: a rank's share of a PPO mini-batch, {mini * n // dp} trajectories, does not split into "
-                f"micro-batches of {micro[0]}={micro[1]} (verl asserts it at the first update, after the first "
+                f"micro-batches of {micro_key}={micro} (verl asserts it at the first update, after the first "
                 f"rollout); choose a micro-batch size that divides it"
             )
         return dp
 
-    # without dynamic batch sizes the engine splits each rank's share into micro-batches of a fixed count; the V1
-    # trainer builds the critic's engine from critic.fsdp (the local profile points it at the critic's own size)
-    actor_micro = (
-        None
-        if arr.actor.use_dynamic_bsz
-        else ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", arr.actor.get("ppo_micro_batch_size_per_gpu"))
+    # without dynamic batch sizes the engine splits each rank's share into micro-batches of a fixed count (None:
+    # dynamic); the V1 trainer builds the critic's engine from critic.fsdp (the local profile points it at the
+    # critic's own size)
+    actor_micro = None if arr.actor.use_dynamic_bsz else arr.actor.get("ppo_micro_batch_size_per_gpu")
+    key = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+    actor_dp = split(
+        "actor_rollout_ref.actor", int(arr.actor.ppo_mini_batch_size), _sp_size(arr.actor), key, actor_micro
     )
-    actor_dp = split("actor_rollout_ref.actor", int(arr.actor.ppo_mini_batch_size), _sp_size(arr.actor), actor_micro)
     if use_critic:
         engine = cfg.critic.get("fsdp") or {}
-        critic_micro = (
-            None
-            if engine.get("use_dynamic_bsz", True)
-            else ("critic.fsdp.micro_batch_size_per_gpu", engine.get("micro_batch_size_per_gpu"))
-        )
-        split("critic", int(cfg.critic.ppo_mini_batch_size), _sp_size(cfg.critic), critic_micro)
+        critic_micro = None if engine.get("use_dynamic_bsz", True) else engine.get("micro_batch_size_per_gpu")
+        key = "critic.fsdp.micro_batch_size_per_gpu"
+        split("critic", int(cfg.critic.ppo_mini_batch_size), _sp_size(cfg.critic), key, critic_micro)
     rollout = arr.rollout
     replica = int(rollout.tensor_model_parallel_size) * int(rollout.get("data_parallel_size", 1) or 1)
     replica *= int(rollout.get("pipeline_model_parallel_size", 1) or 1)

@@ -914,9 +914,11 @@ def _largest_divisor(n: int, bound: int) -> int:
 def _last_int_override(overrides: Sequence[str], key: str) -> int | None:
     """The value that the last of ``overrides`` (Hydra ``key=value``, with or without ``+``/``++``) gives ``key``, as
     an int; None where none sets it (or it is null)."""
+    from agentrag_verl.local_cpu.train_local import override_key
+
     for override in reversed(overrides):
-        name, _, value = override.lstrip("+").partition("=")
-        if name == key:
+        if override_key(override) == key:
+            value = override.split("=", 1)[1] if "=" in override else ""
             return None if value in ("null", "") else int(value)
     return None
 

@@ -304,16 +304,7 @@ def test_learning_benchmark_micro_batches_divide_an_overridden_critic_mini_batch
     from agentrag_verl.demo.pipeline import grpo_overrides
     from tests.benchmarks.test_learning import settings_of
 
-    argv = [
-        "--design",
-        "autosearch",
-        "--algo",
-        "ppo",
-        "--batch-size",
-        "30",
-        "--override",
-        "critic.ppo_mini_batch_size=3",
-    ]
+    argv = "--design autosearch --algo ppo --batch-size 30 --override critic.ppo_mini_batch_size=3".split()
     s = settings_of(monkeypatch, *argv)
     sizes = {"LOCAL_BATCH_SIZE": str(s.grpo_batch_size), "LOCAL_ROLLOUT_N": str(s.grpo_rollout_n)}
     recipe = _recipe("autosearch/run_ppo.sh")
