@@ -308,6 +308,7 @@ def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, pp
 def main() -> int:
     from agentrag_verl.demo import pipeline as P
     from agentrag_verl.demo.main import reward_curve
+    from agentrag_verl.local_cpu.train_local import attempt_logs
 
     p = demo_parser(__doc__)
     p.add_argument("--design", choices=sorted(DESIGNS), default="hiprag")
@@ -461,8 +462,8 @@ def main() -> int:
     checks["logprobs_agree"] = {"max_abs_ppo_kl": max(kl, default=None), "limit": PPO_KL_LIMIT,
                                 "pass": bool(kl) and max(kl) < PPO_KL_LIMIT}  # fmt: skip
     # the step-reward worker logs every placement it could not make as given (verl's dump keeps no reward extras)
-    log = s.work_dir / f"{run}_bench" / "recipe.log"
-    failed = log.read_text(errors="replace").count(PLACEMENT_WARNING) if log.exists() else 0
+    logs = attempt_logs(s.work_dir / f"{run}_bench", "recipe.log")  # a resumed run's earlier attempts' too
+    failed = sum(log.read_text(errors="replace").count(PLACEMENT_WARNING) for log in logs)
     checks["rewards_placed"] = {"placement_warnings": failed, "pass": failed == 0}
     out = {**common, "recipe_env": s.recipe_env, "extra_overrides": s.extra_train_overrides, "curve": curve,
            "searches": list(searches.values()), "checks": checks, "settings": rl.get("settings"),

@@ -791,6 +791,8 @@ def grpo_overrides(settings: PipelineSettings) -> list[str]:
     one visible in the log): the loop's budgets, the method's reward options for the stand-in judge, the
     ``grpo_*`` settings that are not None, micro-batches for a 24 GB box (actor and critic), and rollout log-probs
     as PPO's old log-probs."""
+    from agentrag_verl.local_cpu.train_local import last_int_override
+
     s = settings
     # verl splits a mini-batch (all the step's trajectories: ppo_mini_batch_size = the batch's prompts, unless an
     # extra override sets fewer) into equal micro-batches and asserts, at the first update, that they divide it; the
@@ -798,7 +800,7 @@ def grpo_overrides(settings: PipelineSettings) -> list[str]:
     # within the memory bound (18 -> 3, 30 -> 3; PPO's bound 2 with a critic mini-batch of 3 -> 1 for the critic)
     total = s.grpo_batch_size * s.grpo_rollout_n
     mini = {
-        role: (_last_int_override(s.extra_train_overrides, f"{role}.ppo_mini_batch_size") or s.grpo_batch_size)
+        role: (last_int_override(s.extra_train_overrides, f"{role}.ppo_mini_batch_size") or s.grpo_batch_size)
         * s.grpo_rollout_n
         for role in ("actor_rollout_ref.actor", "critic")
     }
@@ -882,18 +884,22 @@ def _run_group(cmd: list[str], out: Any, env: Mapping[str, str], grace_s: float 
 
 
 def run_script(
-    cmd: list[str], env: Mapping[str, str], knobs: Sequence[str], work: Path, done: Path, *, append: bool = False
+    cmd: list[str], env: Mapping[str, str], knobs: Sequence[str], work: Path, done: Path, *, resumed: bool = False
 ) -> None:
     """Run a recipe's script as a user does (:func:`_run_group`): the ``knobs`` it reads from ``env`` and the command
-    in ``<work>/command.json``, its output in ``<work>/recipe.log`` (after an earlier attempt's with ``append``).
+    in ``<work>/command.json``, its output in ``<work>/recipe.log`` (a ``resumed`` run keeps the earlier attempts'
+    as ``recipe.attempt<N>.log``: :func:`~agentrag_verl.local_cpu.train_local.attempt_logs`).
 
     Raises:
         RuntimeError: It failed, or left no ``done`` file (the log's tail in the message).
     """
+    from agentrag_verl.local_cpu.train_local import start_attempt_log
+
     work.mkdir(parents=True, exist_ok=True)
     log = work / "recipe.log"
     (work / "command.json").write_text(json.dumps({"env": {k: env[k] for k in knobs}, "cmd": cmd}, indent=1))
-    with open(log, "a" if append else "w") as out:
+    start_attempt_log(work, resumed, log.name)
+    with open(log, "w") as out:
         returncode = _run_group(cmd, out, env)
     if returncode != 0 or not done.exists():
         tail = log.read_text(errors="replace")[-3000:]
@@ -909,18 +915,6 @@ def _script_env(**knobs: str) -> dict[str, str]:
 def _largest_divisor(n: int, bound: int) -> int:
     """The largest divisor of ``n`` that is at most ``bound`` (at least 1)."""
     return max(d for d in range(1, max(1, min(bound, n)) + 1) if n % d == 0)
-
-
-def _last_int_override(overrides: Sequence[str], key: str) -> int | None:
-    """The value that the last of ``overrides`` (Hydra ``key=value``, with or without ``+``/``++``) gives ``key``, as
-    an int; None where none sets it (or it is null)."""
-    from agentrag_verl.local_cpu.train_local import override_key
-
-    for override in reversed(overrides):
-        if override_key(override) == key:
-            value = override.split("=", 1)[1] if "=" in override else ""
-            return None if value in ("null", "") else int(value)
-    return None
 
 
 def _hydra(value: Any) -> str:
@@ -1021,7 +1015,7 @@ def grpo_stage(
     with open(MAIN_PPO_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         run_script(
-            cmd, env, [*RECIPE_KNOBS, *settings.recipe_env], work, done=summary_path, append=resume_from is not None
+            cmd, env, [*RECIPE_KNOBS, *settings.recipe_env], work, done=summary_path, resumed=resume_from is not None
         )
     summary = json.loads(summary_path.read_text())
     actor = Path(summary.get("checkpoint", ""))

@@ -101,14 +101,17 @@ CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
 """What verl's trainer writes in ``trainer.default_local_dir`` after a checkpoint is complete: its step."""
 
 
-def saved_step(checkpoint_root: Path) -> int | None:
-    """The step of the latest complete checkpoint under ``checkpoint_root`` (verl's tracker file, written after the
-    actor, the critic and the data loader are saved), or None when there is none to resume from."""
+def tracked_step(checkpoint_root: Path) -> int | None:
+    """The step verl's tracker file under ``checkpoint_root`` names (written once a checkpoint is saved), or None."""
     tracker = Path(checkpoint_root) / CHECKPOINT_TRACKER
-    if not tracker.is_file():
-        return None
-    step = int(tracker.read_text().strip())
-    return step if (Path(checkpoint_root) / f"global_step_{step}" / "actor").is_dir() else None
+    return int(tracker.read_text().strip()) if tracker.is_file() else None
+
+
+def saved_step(checkpoint_root: Path) -> int | None:
+    """The step of the latest complete RL checkpoint under ``checkpoint_root`` (:func:`tracked_step`, written after
+    the actor, the critic and the data loader are saved), or None when there is none to resume from."""
+    step = tracked_step(checkpoint_root)
+    return step if step is not None and (Path(checkpoint_root) / f"global_step_{step}" / "actor").is_dir() else None
 
 
 def load_actor_state(actor_dir: Path) -> dict:

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from agentrag_verl.cli_common import arg_values, report_error
@@ -217,6 +218,20 @@ def override_key(override: str) -> str:
     'trainer.device'
     """
     return override.split("=", 1)[0].lstrip("+~")
+
+
+def last_int_override(overrides: Sequence[str], key: str) -> int | None:
+    """The value that the last of ``overrides`` (Hydra ``key=value``, with or without ``+``/``++``) gives ``key``, as
+    an int; None where none sets it (or it is null).
+
+    >>> last_int_override(["a.b=2", "+a.b=3", "c=1"], "a.b")
+    3
+    """
+    for override in reversed(overrides):
+        if override_key(override) == key:
+            value = override.split("=", 1)[1] if "=" in override else ""
+            return None if value in ("null", "") else int(value)
+    return None
 
 
 def merge_overrides(ours: list[str], user: list[str]) -> list[str]:
@@ -492,24 +507,34 @@ def run(args: argparse.Namespace) -> int:
     return result.returncode
 
 
-EARLIER_LOG = "main_ppo.attempt{}.log"
-"""An earlier attempt's log in the work folder, numbered from 1, kept when a run is resumed."""
-
-
-def attempt_logs(work_dir: Path) -> list[Path]:
-    """The main_ppo logs of this work folder's run, oldest first: the earlier attempts', then ``main_ppo.log``."""
+def attempt_logs(work_dir: Path, name: str = "main_ppo.log") -> list[Path]:
+    """The logs of this work folder's run, oldest first: the earlier attempts' (``<stem>.attempt<N>.log``, numbered
+    from 1, kept when a run is resumed), then ``name``, the current one."""
+    log = work_dir / name
     earlier, n = [], 1
-    while (work_dir / EARLIER_LOG.format(n)).exists():
-        earlier.append(work_dir / EARLIER_LOG.format(n))
+    while (older := log.with_name(f"{log.stem}.attempt{n}{log.suffix}")).exists():
+        earlier.append(older)
         n += 1
-    return [*earlier, *[p for p in [work_dir / "main_ppo.log"] if p.exists()]]
+    return [*earlier, *[p for p in [log] if p.exists()]]
+
+
+def start_attempt_log(work_dir: Path, resumed: bool, name: str = "main_ppo.log") -> None:
+    """Ready the log ``name`` for a new attempt: a resumed run keeps the last attempt's log as the next
+    ``<stem>.attempt<N>.log`` (the summary reads them all); a run from the start removes them all."""
+    logs = attempt_logs(work_dir, name)
+    if not resumed:
+        for log in logs:
+            log.unlink()
+    elif (work_dir / name).exists():
+        log = work_dir / name
+        log.rename(log.with_name(f"{log.stem}.attempt{len(logs)}{log.suffix}"))
 
 
 def prepare_attempt(work_dir: Path, resume: bool, steps: int) -> int | None:
     """Ready ``work_dir`` for an attempt at a ``steps``-step run, and return the step it resumes from (None: step 1).
 
     A new run (no ``resume``, or nothing saved to resume from) removes the checkpoints and logs of an earlier one.
-    A resumed run keeps them, the last attempt's log as ``main_ppo.attempt<N>.log`` (the summary reads them all).
+    A resumed run keeps them (:func:`start_attempt_log`).
 
     Raises:
         ValueError: The saved step lies beyond ``steps``.
@@ -518,17 +543,15 @@ def prepare_attempt(work_dir: Path, resume: bool, steps: int) -> int | None:
     step = saved_step(checkpoint_dir) if resume else None
     if step is None:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
-        for log in attempt_logs(work_dir):
-            log.unlink()
+        start_attempt_log(work_dir, resumed=False)
         return None
     if step > steps:
         raise ValueError(
             f"--resume: {checkpoint_dir} holds step {step}, past --steps {steps}; ask for at least {step} steps, or "
             "drop --resume to start again from step 1"
         )
-    log = work_dir / "main_ppo.log"
-    if log.exists() and step < steps:
-        log.rename(work_dir / EARLIER_LOG.format(len(attempt_logs(work_dir))))
+    if step < steps:
+        start_attempt_log(work_dir, resumed=True)
     return step
 
 

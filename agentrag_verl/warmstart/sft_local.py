@@ -9,7 +9,8 @@ vLLM, ``agentrag-verl eval`` and ``agentrag-verl train-local --model`` load as i
 Decision (CPU path): verl's SFT trainer rather than TRL's ``SFTTrainer`` or a hand-written loop, so the CPU and the
 GPU warm start are one code path (same dataset class, same FSDP engine, same ``sft_loss``, same checkpoint layout)
 and what the laptop proves is what the cluster runs. A rerun with the same work dir resumes from the last
-checkpoint (verl's ``resume_mode=auto``); a finished run is reused.
+checkpoint (verl's ``resume_mode=auto``); a finished run is reused. A run is finished when its last checkpoint is at
+the planned step (:func:`planned_steps`): a trainer that exits 0 short of it is an error, not a model.
 """
 
 from __future__ import annotations
@@ -19,10 +20,19 @@ import hashlib
 import json
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["sft_overrides", "sft_fingerprint", "run_sft_local", "copy_tokenizer_files", "add_parser", "SFTSettings"]
+__all__ = [
+    "sft_overrides",
+    "sft_fingerprint",
+    "planned_steps",
+    "run_sft_local",
+    "copy_tokenizer_files",
+    "add_parser",
+    "SFTSettings",
+]
 
 
 @dataclass
@@ -100,6 +110,40 @@ def sft_overrides(s: SFTSettings, checkpoint_dir: Path) -> list[str]:
     return merge_overrides(ours, list(s.extra_overrides))
 
 
+def planned_steps(overrides: Sequence[str], n_demos: int) -> tuple[int, int]:
+    """(optimizer steps per epoch, steps in all) that verl's SFT trainer runs over ``n_demos`` demonstrations with
+    these overrides, on one rank: its train loader drops the last partial batch, and ``trainer.total_training_steps``,
+    where set, replaces epochs x steps per epoch.
+
+    >>> planned_steps(["data.train_batch_size=4", "trainer.total_epochs=2"], 118)
+    (29, 58)
+    """
+    from agentrag_verl.local_cpu.train_local import last_int_override
+
+    per_epoch = n_demos // last_int_override(overrides, "data.train_batch_size")
+    total = last_int_override(overrides, "trainer.total_training_steps")
+    return per_epoch, total or per_epoch * last_int_override(overrides, "trainer.total_epochs")
+
+
+def _resume_with_whole_epochs(checkpoint_dir: Path, steps_per_epoch: int) -> int | None:
+    """Ready a resume from the latest checkpoint; return its step (None: there is none, the run starts at step 1).
+
+    verl 0.9.1's SFT trainer restores its train loader's state with the checkpoint. A checkpoint saved at an epoch's
+    end (as ours are: ``save_freq=after_each_epoch``) holds a loader that has yielded the whole epoch, so the
+    resumed run's next epoch yields no batch: the trainer exits 0 without training it (seen: a two-epoch warm start
+    stopped in epoch 2 "finished" in 23 s with epoch 1's weights). At an epoch's end that state says nothing more than
+    where the epoch is, so it is dropped (verl then starts the loader afresh, and ``set_epoch`` reshuffles it for the
+    next epoch). A checkpoint inside an epoch keeps its state.
+    """
+    from agentrag_verl.local_cpu.report import tracked_step
+
+    step = tracked_step(checkpoint_dir)
+    if step and step % steps_per_epoch == 0:
+        for state in (Path(checkpoint_dir) / f"global_step_{step}").glob("data_*.pt"):
+            state.unlink()
+    return step
+
+
 def _final_hf_folder(checkpoint_dir: Path) -> Path | None:
     steps = sorted(checkpoint_dir.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
     for step in reversed(steps):
@@ -134,8 +178,8 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
         RuntimeError: The trainer failed (the message names the log).
     """
     from agentrag_verl.local_cpu.process_tree import run_process_tree
-    from agentrag_verl.local_cpu.report import parse_metrics
-    from agentrag_verl.local_cpu.train_local import cpu_env
+    from agentrag_verl.local_cpu.report import parse_metrics, tracked_step
+    from agentrag_verl.local_cpu.train_local import attempt_logs, cpu_env, start_attempt_log
     from agentrag_verl.warmstart.sft_dataset import load_demonstrations
 
     work = Path(s.work_dir).resolve()
@@ -143,32 +187,40 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
     model_out = work / "model"
     summary_path = work / "summary.json"
     fingerprint = sft_fingerprint(s)
-    if summary_path.exists() and (model_out / "config.json").exists():
-        previous = json.loads(summary_path.read_text())
-        if previous.get("settings") == fingerprint and previous.get("returncode") == 0:
-            return previous
+    checkpoint_dir = work / "checkpoints"
     n_demos = len(load_demonstrations(s.train_files))  # fails here, with the file named, on bad input
     if n_demos < s.batch_size:
         raise ValueError(
             f"only {n_demos} kept demonstrations, fewer than one batch ({s.batch_size}); an epoch would have no step. "
             "Lower --batch-size or generate more demonstrations."
         )
-    checkpoint_dir = work / "checkpoints"
+    overrides = sft_overrides(s, checkpoint_dir)
+    per_epoch, total = planned_steps(overrides, n_demos)
+    if summary_path.exists() and (model_out / "config.json").exists():
+        previous = json.loads(summary_path.read_text())
+        if (
+            previous.get("settings") == fingerprint
+            and previous.get("returncode") == 0
+            and tracked_step(checkpoint_dir) in (None, total)  # None: the checkpoints were removed after the run
+        ):
+            return previous
     run_file = work / "run.json"
     if run_file.exists() and json.loads(run_file.read_text()) != fingerprint:
         # verl resumes from the latest checkpoint in the folder (resume_mode=auto): never from another run's.
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     run_file.write_text(json.dumps(fingerprint, indent=1))
+    resumed = _resume_with_whole_epochs(checkpoint_dir, per_epoch)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-           "-m", "verl.trainer.sft_trainer", *sft_overrides(s, checkpoint_dir)]  # fmt: skip
+           "-m", "verl.trainer.sft_trainer", *overrides]  # fmt: skip
     env = cpu_env()
     log_path = work / "sft.log"
+    start_attempt_log(work, resumed=resumed is not None, name=log_path.name)
     if echo:
         print("agentrag-verl sft-local:", " ".join(cmd), flush=True)
     result = run_process_tree(cmd, env, log_path, echo=sys.stdout if echo else None)
-    text = log_path.read_text(errors="replace")
+    text = "\n".join(p.read_text(errors="replace") for p in attempt_logs(work, log_path.name))
     steps = {}
-    for line in text.splitlines():
+    for line in text.splitlines():  # every attempt's steps; one trained again after a resume: its last figures
         if "step:" in line and "train/loss" in line:
             metrics = parse_metrics(line[line.index("step:") :].split(" - ", 1)[-1])
             step = int(line[line.index("step:") + 5 :].split(" ", 1)[0])
@@ -188,6 +240,14 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
         raise RuntimeError(
             f"verl's SFT trainer failed (exit {result.returncode}{'' if hf else ', no Hugging Face checkpoint'}); "
             f"see {log_path}"
+        )
+    saved = tracked_step(checkpoint_dir)
+    if saved != total:
+        summary_path.write_text(json.dumps(summary, indent=1))
+        raise RuntimeError(
+            f"verl's SFT trainer exited 0, but its last checkpoint is at step {saved} of the {total} planned "
+            f"({per_epoch} an epoch); its weights would be a model short of training. See {log_path}; run the same "
+            f"command again to continue from that checkpoint, or remove {checkpoint_dir} to start over."
         )
     shutil.rmtree(model_out, ignore_errors=True)
     shutil.copytree(hf, model_out)

@@ -5,6 +5,8 @@
 #   DRY_RUN=1 ... bash recipes/warmstart/run_sft.sh        # print the exact command, start nothing
 #   NNODES=2 MASTER_ADDR=10.0.0.5 DEMOS=... bash recipes/warmstart/run_sft.sh   # the same command on every node
 # On a CPU-only machine use `agentrag-verl sft-local` (same dataset class and trainer, CPU settings).
+# Resuming a run stopped after an epoch: remove $CKPT_DIR/global_step_N/data_*.pt first, or verl 0.9.1 trains no batch
+# of the next epoch (docs/gpu.md, section 4).
 set -euo pipefail
 
 # ---- knobs --------------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ SFT file holds exactly their demonstrations, whatever else the writer's cache ho
 from __future__ import annotations
 
 import json
+import os
 
 from agentrag_verl.demo.pipeline import PipelineSettings, demo_questions, demos_file, sft_data
 from agentrag_verl.eval.data import MINI_WIKI_DIR
@@ -278,7 +279,7 @@ def test_a_finished_rl_stage_is_reused_only_with_its_own_settings(tmp_path, monk
 
     runs = []
 
-    def finished_run(cmd, env, knobs, work, done, append=False):
+    def finished_run(cmd, env, knobs, work, done, resumed=False):
         runs.append(env["LOCAL_STEPS"])
         hf = work / "train" / "checkpoints" / "global_step_2" / "actor" / "huggingface"
         hf.mkdir(parents=True, exist_ok=True)
@@ -297,3 +298,21 @@ def test_a_finished_rl_stage_is_reused_only_with_its_own_settings(tmp_path, monk
     s3 = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, grpo_steps=3)
     pipeline.grpo_stage(s3, sft, "http://127.0.0.1:1", "http://127.0.0.1:2", name="bench")
     assert runs == ["2", "3"]
+
+
+def test_a_resumed_recipe_run_keeps_each_attempts_log(tmp_path):
+    """The recipe's output of a resumed run goes to a new ``recipe.log``, the earlier attempts' kept beside it (the
+    learning benchmark counts reward-placement warnings over all of them); a run from the start removes them."""
+    from agentrag_verl.demo.pipeline import run_script
+    from agentrag_verl.local_cpu.train_local import attempt_logs
+
+    done = tmp_path / "done"
+
+    def attempt(text: str, resumed: bool) -> list[str]:
+        run_script(["bash", "-c", f"echo {text}; touch {done}"], os.environ, [], tmp_path, done, resumed=resumed)
+        return [p.read_text() for p in attempt_logs(tmp_path, "recipe.log")]
+
+    assert attempt("first", resumed=False) == ["first\n"]
+    assert attempt("second", resumed=True) == ["first\n", "second\n"]
+    assert [p.name for p in attempt_logs(tmp_path, "recipe.log")] == ["recipe.attempt1.log", "recipe.log"]
+    assert attempt("anew", resumed=False) == ["anew\n"]

@@ -4,6 +4,8 @@ on the tiny model through ``agentrag-verl sft-local``."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import pytest
 import torch
@@ -75,15 +77,10 @@ def test_a_finished_run_is_reused_only_for_the_same_demonstrations(tmp_path):
     }
 
 
-def test_one_optimizer_step_through_verls_sft_trainer(tiny_model_dir, tmp_path):
-    from safetensors.torch import load_file
-    from transformers import AutoTokenizer
-
-    from agentrag_verl.warmstart.sft_local import SFTSettings, run_sft_local
-
-    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+def tiny_demos(tok, path, n=4):
+    """``n`` kept demonstrations of one searching turn and an answer, tokenized for ``tok``."""
     records = []
-    for i in range(4):
+    for i in range(n):
         prompt = tok.encode(f"Question {i}: where does the river Velda end?", add_special_tokens=False)
         model = tok.encode("<search>Velda</search>", add_special_tokens=False)
         obs = tok.encode("<information>It empties into Skerrow Sound.</information>", add_special_tokens=False)
@@ -92,7 +89,17 @@ def test_one_optimizer_step_through_verls_sft_trainer(tiny_model_dir, tmp_path):
         mask = [1] * len(model) + [0] * len(obs) + [1] * len(answer)
         records.append({"dataset": "d", "id": str(i), "kept": True, "prompt_ids": prompt, "response_ids": response,
                         "response_mask": mask})  # fmt: skip
-    demos = write_demos(tmp_path / "demos.jsonl", records)
+    return write_demos(path, records)
+
+
+def test_one_optimizer_step_through_verls_sft_trainer(tiny_model_dir, tmp_path):
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    from agentrag_verl.warmstart.sft_local import SFTSettings, run_sft_local
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    demos = tiny_demos(tok, tmp_path / "demos.jsonl")
     # batch 4 = all demonstrations: one epoch is one optimizer step.
     settings = SFTSettings(model=str(tiny_model_dir), train_files=[str(demos)], work_dir=str(tmp_path / "sft"),
                            epochs=1, batch_size=4, micro_batch_size=2, lr=1e-3, warmup_ratio=0.0)  # fmt: skip
@@ -109,6 +116,56 @@ def test_one_optimizer_step_through_verls_sft_trainer(tiny_model_dir, tmp_path):
     assert len(changed) > len(before) // 2  # the optimizer step moved the weights (saved as a HF folder)
     # A second call with the same settings reuses the finished run.
     assert run_sft_local(settings, echo=False)["wall_s"] == summary["wall_s"]
+
+
+def test_a_run_stopped_at_an_epochs_end_trains_the_next_epoch_when_resumed(tiny_model_dir, tmp_path, monkeypatch):
+    """verl 0.9.1 restores an exhausted train loader from a checkpoint saved at an epoch's end, and then trains no
+    batch of the next epoch. The resume drops that state; without it the short run is an error, not a model."""
+    from dataclasses import replace
+
+    from transformers import AutoTokenizer
+
+    from agentrag_verl.local_cpu.report import tracked_step
+    from agentrag_verl.local_cpu.train_local import attempt_logs
+    from agentrag_verl.warmstart import sft_local
+    from agentrag_verl.warmstart.sft_local import SFTSettings, planned_steps, run_sft_local, sft_fingerprint
+
+    demos = tiny_demos(AutoTokenizer.from_pretrained(str(tiny_model_dir)), tmp_path / "demos.jsonl")
+    one = SFTSettings(model=str(tiny_model_dir), train_files=[str(demos)], work_dir=str(tmp_path / "sft"),
+                      epochs=1, batch_size=2, micro_batch_size=2, lr=1e-3, warmup_ratio=0.0)  # fmt: skip
+    two = replace(one, epochs=2)
+    assert planned_steps(sft_local.sft_overrides(two, tmp_path), 4) == (2, 4)
+    assert list(run_sft_local(one, echo=False)["steps"]) == [1, 2]
+    checkpoints = tmp_path / "sft" / "checkpoints"
+
+    def stopped_after_epoch_one():
+        # The work folder of a two-epoch run stopped after its first epoch: its checkpoint of step 2 (model,
+        # optimizer, the loader at the epoch's end) under the two-epoch run's settings.
+        (tmp_path / "sft" / "run.json").write_text(json.dumps(sft_fingerprint(two)))
+        (checkpoints / "latest_checkpointed_iteration.txt").write_text("2")
+        for later in checkpoints.glob("global_step_*"):
+            if later.name != "global_step_2":
+                shutil.rmtree(later)
+
+    saved = tmp_path / "step2"
+    shutil.copytree(checkpoints / "global_step_2", saved)
+    stopped_after_epoch_one()
+    monkeypatch.setattr(sft_local, "_resume_with_whole_epochs", lambda d, per_epoch: tracked_step(d))
+    with pytest.raises(RuntimeError, match=r"last checkpoint is at step 2 of the 4 planned \(2 an epoch\)"):
+        run_sft_local(two, echo=False)  # verl's own resume: exit 0, no step of epoch 2
+    monkeypatch.undo()
+
+    shutil.rmtree(checkpoints / "global_step_2")
+    shutil.copytree(saved, checkpoints / "global_step_2")
+    stopped_after_epoch_one()
+    summary = run_sft_local(two, echo=False)
+    assert list(summary["steps"]) == [1, 2, 3, 4]  # epoch 1 from the first attempt's log, epoch 2 trained now
+    assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "4"
+    logs = attempt_logs(tmp_path / "sft", "sft.log")  # each attempt's log kept: epoch 1, the failed resume, epoch 2
+    assert [p.name for p in logs] == ["sft.attempt1.log", "sft.attempt2.log", "sft.log"]
+    trained = [re.findall(r"step:(\d+) .*train/loss", p.read_text()) for p in logs]
+    assert trained == [["1", "2"], [], ["3", "4"]]
+    assert run_sft_local(two, echo=False)["wall_s"] == summary["wall_s"]  # finished: reused
 
 
 def test_gpu_recipe_composes_and_verl_builds_our_dataset(tmp_path):
@@ -154,3 +211,12 @@ def test_run_script_dry_run(tmp_path):
     ):
         bad = subprocess.run(["bash", str(script)], capture_output=True, text=True, env={**two, **knobs})
         assert bad.returncode == 2 and message in bad.stderr and not bad.stdout, (knobs, bad.stderr)
+
+
+@pytest.mark.parametrize("module", ["agentrag_verl.warmstart.sft_local", "agentrag_verl.local_cpu.train_local"])
+def test_module_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
