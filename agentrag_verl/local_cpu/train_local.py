@@ -508,26 +508,31 @@ def run(args: argparse.Namespace) -> int:
 
 
 def attempt_logs(work_dir: Path, name: str = "main_ppo.log") -> list[Path]:
-    """The logs of this work folder's run, oldest first: the earlier attempts' (``<stem>.attempt<N>.log``, numbered
-    from 1, kept when a run is resumed), then ``name``, the current one."""
+    """The logs of this work folder's run, oldest first: the earlier attempts' (:func:`_earlier_log`, kept when a run
+    is resumed), then ``name``, the current one."""
     log = work_dir / name
     earlier, n = [], 1
-    while (older := log.with_name(f"{log.stem}.attempt{n}{log.suffix}")).exists():
+    while (older := _earlier_log(log, n)).exists():
         earlier.append(older)
         n += 1
     return [*earlier, *[p for p in [log] if p.exists()]]
 
 
+def _earlier_log(log: Path, n: int) -> Path:
+    """Where attempt ``n`` (from 1) of a resumed run keeps ``log``: ``<stem>.attempt<n><suffix>`` beside it."""
+    return log.with_name(f"{log.stem}.attempt{n}{log.suffix}")
+
+
 def start_attempt_log(work_dir: Path, resumed: bool, name: str = "main_ppo.log") -> None:
-    """Ready the log ``name`` for a new attempt: a resumed run keeps the last attempt's log as the next
-    ``<stem>.attempt<N>.log`` (the summary reads them all); a run from the start removes them all."""
+    """Ready the log ``name`` for a new attempt: a resumed run keeps the last attempt's log as the next earlier one
+    (:func:`attempt_logs` reads them all); a run from the start removes them all."""
+    log = work_dir / name
     logs = attempt_logs(work_dir, name)
     if not resumed:
-        for log in logs:
-            log.unlink()
-    elif (work_dir / name).exists():
-        log = work_dir / name
-        log.rename(log.with_name(f"{log.stem}.attempt{len(logs)}{log.suffix}"))
+        for old in logs:
+            old.unlink()
+    elif log.exists():
+        log.rename(_earlier_log(log, len(logs)))
 
 
 def prepare_attempt(work_dir: Path, resume: bool, steps: int) -> int | None:

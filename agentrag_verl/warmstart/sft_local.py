@@ -234,21 +234,22 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
         "steps": steps,
         "log": str(log_path),
     }
-    hf = _final_hf_folder(checkpoint_dir)
+    hf, saved = _final_hf_folder(checkpoint_dir), tracked_step(checkpoint_dir)
+    failure = None
     if result.returncode != 0 or hf is None:
-        summary_path.write_text(json.dumps(summary, indent=1))
-        raise RuntimeError(
+        failure = (
             f"verl's SFT trainer failed (exit {result.returncode}{'' if hf else ', no Hugging Face checkpoint'}); "
             f"see {log_path}"
         )
-    saved = tracked_step(checkpoint_dir)
-    if saved != total:
-        summary_path.write_text(json.dumps(summary, indent=1))
-        raise RuntimeError(
+    elif saved != total:
+        failure = (
             f"verl's SFT trainer exited 0, but its last checkpoint is at step {saved} of the {total} planned "
             f"({per_epoch} an epoch); its weights would be a model short of training. See {log_path}; run the same "
             f"command again to continue from that checkpoint, or remove {checkpoint_dir} to start over."
         )
+    if failure:
+        summary_path.write_text(json.dumps(summary, indent=1))
+        raise RuntimeError(failure)
     shutil.rmtree(model_out, ignore_errors=True)
     shutil.copytree(hf, model_out)
     copy_tokenizer_files(Path(s.model), model_out)
