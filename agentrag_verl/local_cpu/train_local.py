@@ -468,7 +468,7 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_dir=checkpoint_dir,
         ray_temp_dir=ray_temp_dir,
     )
-    cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *config_args, *final_overrides]
+    cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *config_args, hydra_run_dir(work_dir), *final_overrides]
     try:
         settings = run_settings(final_overrides, args.config_path, args.config_name)
     except Exception as e:  # main_ppo reports the same error with its full context
@@ -569,6 +569,13 @@ def keep_latest_checkpoint(checkpoint_dir: Path) -> None:
     for folder in checkpoint_dir.glob("global_step_*"):
         if folder.name != f"global_step_{step}":
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def hydra_run_dir(work_dir: Path) -> str:
+    """Where a verl entry point's Hydra run folder goes (the composed config in ``.hydra/``): ``<work_dir>/hydra``,
+    not Hydra's default ``outputs/<date>/<time>`` under the caller's current folder. The override comes before the
+    user's, so a ``hydra.run.dir=`` of theirs wins (Hydra takes the last value of a key)."""
+    return f"hydra.run.dir={work_dir.resolve() / 'hydra'}"
 
 
 def write_summary(work_dir: Path, model_path: Path, **outcome) -> None:

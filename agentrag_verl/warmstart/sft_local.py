@@ -179,7 +179,7 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
     """
     from agentrag_verl.local_cpu.process_tree import run_process_tree
     from agentrag_verl.local_cpu.report import parse_metrics, tracked_step
-    from agentrag_verl.local_cpu.train_local import attempt_logs, cpu_env, start_attempt_log
+    from agentrag_verl.local_cpu.train_local import attempt_logs, cpu_env, hydra_run_dir, start_attempt_log
     from agentrag_verl.warmstart.sft_dataset import load_demonstrations
 
     work = Path(s.work_dir).resolve()
@@ -211,7 +211,7 @@ def run_sft_local(s: SFTSettings, *, echo: bool = True) -> dict:
     run_file.write_text(json.dumps(fingerprint, indent=1))
     resumed = _resume_with_whole_epochs(checkpoint_dir, per_epoch)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-           "-m", "verl.trainer.sft_trainer", *overrides]  # fmt: skip
+           "-m", "verl.trainer.sft_trainer", hydra_run_dir(work), *overrides]  # fmt: skip
     env = cpu_env()
     log_path = work / "sft.log"
     start_attempt_log(work, resumed=resumed is not None, name=log_path.name)

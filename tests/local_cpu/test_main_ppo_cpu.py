@@ -58,7 +58,7 @@ def train_local(work: Path, evidence: Path, retriever_url: str, *flags: str) -> 
         "+actor_rollout_ref.rollout.custom.agentrag.max_observation_tokens=48",
         f"+reward.reward_kwargs.evidence_path={evidence}",
     ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=880, env={**os.environ})
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=880, env={**os.environ}, cwd=work.parent)
 
 
 def read_outputs(work: Path) -> tuple[dict, str]:
@@ -94,6 +94,9 @@ def test_exits_zero_with_two_logged_steps(run):
     assert summary["returncode"] == 0 and summary["aborted"] is None
     assert sorted(summary["steps"]) == ["1", "2"]
     assert "raylet" in (work / "raylet.out").read_text()  # Ray's own log outlives its temporary folder
+    # Hydra's run folder (the composed config) is in the work folder, not outputs/<date>/<time> where it was started.
+    assert "trainer" in (work / "hydra" / ".hydra" / "config.yaml").read_text()
+    assert not (work.parent / "outputs").exists()
 
 
 def test_custom_reward_is_what_verl_scored(run):

@@ -92,7 +92,7 @@ def tiny_demos(tok, path, n=4):
     return write_demos(path, records)
 
 
-def test_one_optimizer_step_through_verls_sft_trainer(tiny_model_dir, tmp_path):
+def test_one_optimizer_step_through_verls_sft_trainer(tiny_model_dir, tmp_path, monkeypatch):
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
@@ -103,8 +103,11 @@ def test_one_optimizer_step_through_verls_sft_trainer(tiny_model_dir, tmp_path):
     # batch 4 = all demonstrations: one epoch is one optimizer step.
     settings = SFTSettings(model=str(tiny_model_dir), train_files=[str(demos)], work_dir=str(tmp_path / "sft"),
                            epochs=1, batch_size=4, micro_batch_size=2, lr=1e-3, warmup_ratio=0.0)  # fmt: skip
+    monkeypatch.chdir(tmp_path)
     summary = run_sft_local(settings, echo=False)
     assert summary["returncode"] == 0 and summary["demonstrations"] == 4
+    # Hydra's run folder is in the work folder, not outputs/<date>/<time> under the current one.
+    assert (tmp_path / "sft" / "hydra" / ".hydra" / "config.yaml").exists() and not (tmp_path / "outputs").exists()
     assert list(summary["steps"]) == [1]
     loss = summary["steps"][1]["train/loss"]
     assert 0 < loss < 20  # a finite cross-entropy over the masked tokens of a random model (log|V| ~ 7)
