@@ -84,6 +84,33 @@ def test_experiment_checks_read_the_issues_claims_from_eval_records():
     assert not wts.experiment_checks(records, rows)["corpus_still_searched"]["pass"]
 
 
+def test_sampled_checks_compare_with_the_warm_starts_and_the_baselines_sampled_evals():
+    """At temperature 1 the paths mix, so the known share moves by degrees and USR is defined."""
+    wts = load("when_to_search")
+    known = [f"k{i}" for i in range(8)]
+
+    def run(searched: set[int], over: int, under: set[int]) -> list[dict]:
+        return [record(q, "common-knowledge", True, i in searched, 1.0, over * (i in searched), int(i in under))
+                for i, q in enumerate(known)]  # fmt: skip
+
+    records = {
+        "warm": run(set(range(7)), 0, set()),  # 7 of 8 searched
+        "baseline": run(set(range(8)), 1, set()),  # 8 of 8, every search over-search, no step without one
+        "hiprag": run({0, 1}, 0, {7}),  # 2 of 8; one of its 6 direct answers judged under-search
+    }
+    checks = wts.sampled_checks(records)
+    drop = checks["known_searched_drops"]
+    # paired differences against the warm start: 5 of -1, 3 of 0: mean -0.625, sd 0.518 / sqrt(8) = 0.183
+    assert (drop["warm"], drop["hiprag"], drop["diff"], drop["questions"]) == (0.875, 0.25, -0.625, 8)
+    assert round(drop["se"], 3) == 0.183 and drop["pass"]
+    assert checks["known_searched_below_baseline"]["diff"] == -0.75 and checks["known_searched_below_baseline"]["pass"]
+    assert (checks["osr_below_baseline"]["baseline"], checks["osr_below_baseline"]["hiprag"]) == (1.0, 0.0)
+    # USR (under-search steps / steps without a search): the baseline has none, so the claim cannot be checked
+    assert checks["usr_not_above_baseline"] == {"baseline": None, "hiprag": 1 / 6, "pass": False}
+    records["warm"] = run({0, 1}, 0, set())  # as little searching before RL: no drop
+    assert not wts.sampled_checks(records)["known_searched_drops"]["pass"]
+
+
 @pytest.mark.parametrize("name", ["when_to_search", "learning"])
 def test_module_examples(name, monkeypatch):
     import doctest
