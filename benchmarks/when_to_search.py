@@ -145,9 +145,12 @@ def known_searched(records: dict[str, list[dict[str, Any]]], before: str, after:
     return {**share, "diff": diff, "se": se, "questions": len(shared), "pass": diff < -2 * se}
 
 
-def judged_rates(averages: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """HiPRAG's OSR below the baseline's and its USR not above it (Eq. 2), from the ``average`` rows of the
-    ``baseline`` and ``hiprag`` evals; a rate neither eval can measure (no step of its kind) fails."""
+def judged_rates(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """HiPRAG's OSR below the baseline's and its USR not above it (Eq. 2), from the eval records of ``baseline`` and
+    ``hiprag``; a rate neither eval can measure (no step of its kind) fails."""
+    from agentrag_verl.eval.metrics import aggregate
+
+    averages = {n: aggregate(records[n])["average"] for n in ("baseline", "hiprag")}
     osr = {n: averages[n].get("hiprag_osr") for n in ("baseline", "hiprag")}
     usr = {n: averages[n].get("hiprag_usr") for n in ("baseline", "hiprag")}
     return {
@@ -160,12 +163,12 @@ def experiment_checks(records: dict[str, list[dict[str, Any]]], rows: dict[str, 
     """The issue's claims from the greedy eval ``records`` and stage ``rows`` of ``warm``, ``baseline`` (λp = 0) and
     ``hiprag`` (λp = 0.4), all on the same labelled test rows."""
     from agentrag_verl.demo.pipeline import mean_ci
-    from agentrag_verl.eval.metrics import aggregate, bucket_of
+    from agentrag_verl.eval.metrics import bucket_of
 
     def known_cem(name: str) -> list[float]:
         return [float(r["cem"] or 0.0) for r in records[name] if bucket_of(r) == "known"]
 
-    rates = judged_rates({name: aggregate(recs)["average"] for name, recs in records.items()})
+    rates = judged_rates(records)
     cem_w, ci_w = mean_ci(known_cem("warm"))
     cem_h, _ = mean_ci(known_cem("hiprag"))
     corpus = rows["hiprag"]["buckets"].get("corpus", {}).get("searched")
@@ -187,11 +190,11 @@ def sampled_checks(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     ``warm`` (the second warm start), ``baseline`` and ``hiprag``, the RL runs' judged. Greedy decoding shows a
     change of path only where it flips the likelier opening; sampling shows the share moving below that, and it takes
     steps without a search, so USR is defined. Reported, not part of the exit status."""
-    from agentrag_verl.eval.metrics import aggregate
-
-    return {"known_searched_drops": known_searched(records, "warm", "hiprag"),
-            "known_searched_below_baseline": known_searched(records, "baseline", "hiprag"),
-            **judged_rates({n: aggregate(records[n])["average"] for n in ("baseline", "hiprag")})}  # fmt: skip
+    return {
+        "known_searched_drops": known_searched(records, "warm", "hiprag"),
+        "known_searched_below_baseline": known_searched(records, "baseline", "hiprag"),
+        **judged_rates(records),
+    }
 
 
 def plot_experiment(curves: dict[str, list[dict[str, Any]]], rows: dict[str, dict[str, Any]], out: Path) -> list[Path]:
@@ -349,14 +352,16 @@ def main() -> int:
                 )
         final = {"warm": rows["warm2_greedy"], **{run: r["after"] for run, r in runs.items()}}
         print(bucket_table({name: row["buckets"] for name, row in final.items()}, label="eval"))
-        names = {"warm": "warm2_greedy", **{run: run for run in runs}}
-        records = {name: list(read_results(P.eval_results(s2, stage)).values()) for name, stage in names.items()}
+
+        def eval_records(stages: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+            return {name: list(read_results(P.eval_results(s2, stage)).values()) for name, stage in stages.items()}
+
+        records = eval_records({"warm": "warm2_greedy", **{run: run for run in runs}})
         rises = {f"reward_rises_{run}": r["reward_rise"] for run, r in runs.items() if r["reward_rise"]}
         sampled = {"warm": rows["warm2_t1"], **{run: r["sampled"] for run, r in runs.items()}}
         print("\nSampled at temperature 1, one answer per question:")
         print(bucket_table({name: row["buckets"] for name, row in sampled.items()}, label="eval (T=1)"))
-        names_t1 = {"warm": "warm2_t1", **{run: f"{run}_t1" for run in runs}}
-        records_t1 = {name: list(read_results(P.eval_results(s2, stage)).values()) for name, stage in names_t1.items()}
+        records_t1 = eval_records({"warm": "warm2_t1", **{run: f"{run}_t1" for run in runs}})
         experiment = {
             "checks": {**experiment_checks(records, final), **rises},
             "sampled_checks": sampled_checks(records_t1),
