@@ -33,8 +33,11 @@ baseline's; CEM on known questions holds; corpus questions still searched at lea
 below the baseline's; USR not above it. Each RL model is also evaluated at temperature 1, judged (one sample per
 question): the share of known questions searched against the second warm start's sampled eval and the baseline's, and
 OSR and USR, which sampling defines where greedy decoding takes no step without a search (a supplement, reported but
-not in the exit status: :func:`sampled_checks`). Each run's training reward is checked as ``benchmarks/learning.py``
-checks it (last 5 steps against the first 5, paired over the fixed set's questions). ``--reanswer-mode closed_book``
+not in the exit status: :func:`sampled_checks`). For the warm start and each RL model it also reads the first
+choice itself, the probability of the direct opening over the searching one on every labelled question
+(:func:`first_choice`), which shows a shift too small to flip a greedy choice. Each run's training reward is
+checked as ``benchmarks/learning.py`` checks it (last 5 steps against the first 5, paired over the fixed set's
+questions). ``--reanswer-mode closed_book``
 has the policy re-answer through its no-search path (``docs/methods/hiprag.md#decisions``), in HiPRAG's run and the
 judged evals; the baseline trains with the paper's re-answers, which do not enter its reward at λp = 0.
 
@@ -52,6 +55,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
 import sys
 import time
 from contextlib import ExitStack
@@ -197,6 +202,67 @@ def sampled_checks(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
+def first_choice(
+    model: Path, records: list[dict[str, Any]], format_name: str, prompt_name: str | None = None
+) -> dict[str, float]:
+    """The probability that ``model`` opens a trajectory the way its direct-answer demonstrations do rather than the
+    way its searching ones do, per eval record (``dataset/id``): ``p_d / (p_d + p_s)``, with ``p_d`` and ``p_s`` the
+    probabilities of the two openings of the method's teacher templates after their shared prefix, up to their first
+    slot (HiPRAG: "This is common knowledge, ..." against "I do not know this, ..."), given the question in the
+    policy prompt. Greedy decoding takes the direct path only where this exceeds one half, and a sampled eval sees it
+    once per question; this is the decision itself, on every question, so a shift too small to flip a greedy choice
+    shows, and a decision that does not depend on the question shows as the same value in every bucket."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agentrag_verl.formats import get_format
+    from agentrag_verl.warmstart.teacher import teacher_templates
+
+    t = teacher_templates(format_name)
+    shared = os.path.commonprefix([t.direct, t.first_search])
+    direct, search = (text[len(shared) :].split("{", 1)[0] for text in (t.direct, t.first_search))
+    prompt = get_format(format_name).policy_prompt(prompt_name)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
+    out = {}
+    for r in records:
+        text = tokenizer.apply_chat_template(prompt.messages(r["question"]), add_generation_prompt=True, tokenize=False)
+        head = tokenizer(text + shared, add_special_tokens=False)["input_ids"]
+        logp = []
+        for opening in (direct, search):
+            ids = tokenizer(text + shared + opening, add_special_tokens=False)["input_ids"]
+            if ids[: len(head)] != head:
+                raise ValueError(f"{model}: the tokenizer merges the opening {opening!r} into the prompt's last token")
+            with torch.no_grad():
+                scores = lm(torch.tensor([ids])).logits[0, len(head) - 1 : -1].log_softmax(-1)
+            logp.append(scores.gather(1, torch.tensor(ids[len(head) :])[:, None]).sum().item())
+        out[f"{r['dataset']}/{r['id']}"] = 1.0 / (1.0 + math.exp(logp[1] - logp[0]))
+    return out
+
+
+def first_choice_table(choices: dict[str, dict[str, float]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean :func:`first_choice` per model and bucket, and each model's change from the first (the warm start),
+    paired over the bucket's questions (mean, SE)."""
+    from agentrag_verl.eval.metrics import bucket_of
+
+    buckets: dict[str, list[str]] = {}
+    for r in records:
+        buckets.setdefault(bucket_of(r) or "unlabelled", []).append(f"{r['dataset']}/{r['id']}")
+    first = next(iter(choices))
+    return {
+        name: {
+            b: {
+                "n": len(keys),
+                "p_direct": round(sum(p[k] for k in keys) / len(keys), 4),
+                **({} if name == first else {"change": [round(x, 4) for x in mean_se([p[k] - choices[first][k]
+                                                                                        for k in keys])]}),
+            }
+            for b, keys in sorted(buckets.items())
+        }
+        for name, p in choices.items()
+    }  # fmt: skip
+
+
 def plot_experiment(curves: dict[str, list[dict[str, Any]]], rows: dict[str, dict[str, Any]], out: Path) -> list[Path]:
     """``search_rate_per_step.png`` (per run and bucket: share of trajectories that searched, per step) and
     ``accuracy_vs_searches.png`` (per eval and bucket: CEM against searches per question)."""
@@ -326,6 +392,12 @@ def main() -> int:
             rise = reward_rise(rewards, {c["step"]: c for c in searches}, paired=args.fixed_set)
             runs[run] = {"settings": s3, "train": rl, "after": after, "sampled": sampled, "curve": searches,
                          "reward_rise": rise}  # fmt: skip
+        t = time.perf_counter()
+        labelled_records = list(read_results(P.eval_results(s2, "warm2_greedy")).values())
+        models = {"warm": warm2, **{run: Path(r["train"]["model"]) for run, r in runs.items()}}
+        choices = {name: first_choice(m, labelled_records, s2.format, s2.prompt_name) for name, m in models.items()}
+        first_choices = first_choice_table(choices, labelled_records)
+        walls.mark("first choice", t)
     walls.finish()
 
     print("\nKnowledge probe, first warm start, common training questions:", json.dumps(probe1["datasets"]))
@@ -340,6 +412,10 @@ def main() -> int:
         f"\nFirst warm start at T=1: {before['well_formed']} of {before['direct']} no-search trajectories well-formed"
     )
     print_checks(checks, "Checks (second warm start)")
+    print("\nP(direct opening) at the first step, mean per bucket (change from the warm start, paired: mean, SE):")
+    for name, by_bucket in first_choices.items():
+        print(f"  {name}: " + "; ".join(f"{b} {v['p_direct']:.3f}" + (f" ({v['change'][0]:+.3f}, {v['change'][1]:.4f})"
+                                        if "change" in v else "") for b, v in by_bucket.items()))  # fmt: skip
     buckets = checks["buckets_of_30"]["sizes"]
     experiment: dict[str, Any] = {}
     if runs:
@@ -383,7 +459,8 @@ def main() -> int:
     print("wall time (s):", json.dumps(walls))
     out = {"command": "python benchmarks/when_to_search.py " + " ".join(sys.argv[1:]), "probe_warm1_train": probe1,
            "probe_warm2_test": probe2, "demonstrations": n_demos, "evals": rows, "checks": checks,
-           "warm1_t1_direct": before, "bucket_sizes": buckets, "experiment": experiment, "walls": walls}  # fmt: skip
+           "warm1_t1_direct": before, "first_choice": first_choices, "bucket_sizes": buckets,
+           "experiment": experiment, "walls": walls}  # fmt: skip
     path = s2.work_dir / "when_to_search.json"
     path.write_text(json.dumps(out, indent=1, default=str))
     print(f"results: {path}")

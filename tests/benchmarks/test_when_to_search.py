@@ -139,3 +139,41 @@ def test_the_demo_points_to_the_benchmark_and_shows_its_latest_checks(tmp_path):
     note = when_to_search_note(work)
     assert command in note and "2 of 4 checks pass" in note
     assert "corpus_searched_greedy PASS" in note and "corpus_searched_sampled FAIL" in note
+
+
+def test_first_choice_weighs_the_two_openings_of_the_teacher_templates(tiny_model_dir):
+    """P(direct) is the direct opening's share of the two openings' probabilities, each the product of its tokens'
+    probabilities after the prompt and the shared prefix: here checked against the model's own loss on each opening."""
+    import math
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agentrag_verl.formats import get_format
+
+    wts = load("when_to_search")
+    recs = [record("k0", "common-knowledge", True, True, 1.0, 0, 0), record("s1", "single-hop", False, True, 1.0, 0, 0)]
+    recs[0]["question"], recs[1]["question"] = "What is the capital of France?", "Who built Kessrow Bridge?"
+    p = wts.first_choice(tiny_model_dir, recs, "hiprag")
+    assert set(p) == {"common/k0", "single_hop/s1"} and all(0.0 < v < 1.0 for v in p.values())
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    lm = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    prompt = tok.apply_chat_template(get_format("hiprag").prompt.messages(recs[0]["question"]), tokenize=False,
+                                     add_generation_prompt=True) + "<think>\n<step>\n<reasoning>"  # fmt: skip
+    head = len(tok(prompt, add_special_tokens=False)["input_ids"])
+
+    def logp(opening: str) -> float:  # - mean loss over the opening's tokens x their number
+        ids = tok(prompt + opening, add_special_tokens=False)["input_ids"]
+        labels = [-100] * head + ids[head:]
+        with torch.no_grad():
+            loss = lm(torch.tensor([ids]), labels=torch.tensor([labels])).loss.item()
+        return -loss * (len(ids) - head)
+
+    direct = logp("This is common knowledge, so I can answer without searching.</reasoning>\n<conclusion>")
+    search = logp("I do not know this, so I will search for it.</reasoning>\n<search>")
+    assert p["common/k0"] == pytest.approx(1 / (1 + math.exp(search - direct)), rel=1e-4)
+
+    table = wts.first_choice_table({"warm": p, "rl": {k: v + 0.1 for k, v in p.items()}}, recs)
+    assert table["warm"]["known"] == {"n": 1, "p_direct": round(p["common/k0"], 4)}
+    assert table["rl"]["corpus"]["n"] == 1 and table["rl"]["corpus"]["change"][0] == pytest.approx(0.1)
