@@ -35,11 +35,12 @@ question): the share of known questions searched against the second warm start's
 OSR and USR, which sampling defines where greedy decoding takes no step without a search (a supplement, reported but
 not in the exit status: :func:`sampled_checks`). For the warm start and each RL model it also reads the first
 choice itself, the probability of the direct opening over the searching one on every labelled question
-(:func:`first_choice`), which shows a shift too small to flip a greedy choice. Each run's training reward is
-checked as ``benchmarks/learning.py`` checks it (last 5 steps against the first 5, paired over the fixed set's
-questions). ``--reanswer-mode closed_book``
-has the policy re-answer through its no-search path (``docs/methods/hiprag.md#decisions``), in HiPRAG's run and the
-judged evals; the baseline trains with the paper's re-answers, which do not enter its reward at λp = 0.
+(:func:`first_choice`), which shows a shift too small to flip a greedy choice, and the same for the warm start
+on the questions of its own direct and searching demonstrations (whether SFT fitted the choice where shown). Each
+run's training reward is checked as ``benchmarks/learning.py`` checks it (last 5 steps against the first 5, paired
+over the fixed set's questions). ``--reanswer-mode closed_book`` has the policy re-answer through its no-search path
+(``docs/methods/hiprag.md#decisions``), in HiPRAG's run and the judged evals; the baseline trains with the paper's
+re-answers, which do not enter its reward at λp = 0.
 
 Writes ``<out-dir>/when_to_search.json``. Not part of CI (about 45 min on 2 cores with the demo's warm start cached;
 ``--rl`` adds about 100 min per run: 20 steps of 230-280 s, then two judged evals); figures in docs/warmstart.md,
@@ -203,15 +204,15 @@ def sampled_checks(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def first_choice(
-    model: Path, records: list[dict[str, Any]], format_name: str, prompt_name: str | None = None
+    model: Path, questions: dict[str, str], format_name: str, prompt_name: str | None = None
 ) -> dict[str, float]:
     """The probability that ``model`` opens a trajectory the way its direct-answer demonstrations do rather than the
-    way its searching ones do, per eval record (``dataset/id``): ``p_d / (p_d + p_s)``, with ``p_d`` and ``p_s`` the
-    probabilities of the two openings of the method's teacher templates after their shared prefix, up to their first
-    slot (HiPRAG: "This is common knowledge, ..." against "I do not know this, ..."), given the question in the
-    policy prompt. Greedy decoding takes the direct path only where this exceeds one half, and a sampled eval sees it
-    once per question; this is the decision itself, on every question, so a shift too small to flip a greedy choice
-    shows, and a decision that does not depend on the question shows as the same value in every bucket."""
+    way its searching ones do, per question (``questions``: text by key): ``p_d / (p_d + p_s)``, with ``p_d`` and
+    ``p_s`` the probabilities of the two openings of the method's teacher templates after their shared prefix, up to
+    their first slot (HiPRAG: "This is common knowledge, ..." against "I do not know this, ..."), given the question in
+    the policy prompt. Greedy decoding takes the direct path only where this exceeds one half, and a sampled eval
+    sees it once per question; this is the decision itself, on every question, so a shift too small to flip a greedy
+    choice shows, and a decision that does not depend on the question shows as the same value in every bucket."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -225,8 +226,8 @@ def first_choice(
     tokenizer = AutoTokenizer.from_pretrained(model)
     lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
     out = {}
-    for r in records:
-        text = tokenizer.apply_chat_template(prompt.messages(r["question"]), add_generation_prompt=True, tokenize=False)
+    for key, question in questions.items():
+        text = tokenizer.apply_chat_template(prompt.messages(question), add_generation_prompt=True, tokenize=False)
         head = tokenizer(text + shared, add_special_tokens=False)["input_ids"]
         logp = []
         for opening in (direct, search):
@@ -236,7 +237,7 @@ def first_choice(
             with torch.no_grad():
                 scores = lm(torch.tensor([ids])).logits[0, len(head) - 1 : -1].log_softmax(-1)
             logp.append(scores.gather(1, torch.tensor(ids[len(head) :])[:, None]).sum().item())
-        out[f"{r['dataset']}/{r['id']}"] = 1.0 / (1.0 + math.exp(logp[1] - logp[0]))
+        out[key] = 1.0 / (1.0 + math.exp(logp[1] - logp[0]))
     return out
 
 
@@ -394,9 +395,18 @@ def main() -> int:
                          "reward_rise": rise}  # fmt: skip
         t = time.perf_counter()
         labelled_records = list(read_results(P.eval_results(s2, "warm2_greedy")).values())
+        test_questions = {f"{r['dataset']}/{r['id']}": r["question"] for r in labelled_records}
         models = {"warm": warm2, **{run: Path(r["train"]["model"]) for run, r in runs.items()}}
-        choices = {name: first_choice(m, labelled_records, s2.format, s2.prompt_name) for name, m in models.items()}
+        choices = {name: first_choice(m, test_questions, s2.format, s2.prompt_name) for name, m in models.items()}
         first_choices = first_choice_table(choices, labelled_records)
+        # the same on the warm start's own demonstrations: did SFT fit the choice where it was shown?
+        for kind, sets in (("direct", [P.COMMON_SET]), ("searching", P.CORPUS_SETS)):
+            shown = {q.key: q.question for ds in sets for q in P.demo_questions(s2).get(ds, [])}
+            p_shown = first_choice(warm2, shown, s2.format, s2.prompt_name).values()
+            first_choices["warm"][f"{kind} demonstrations"] = {
+                "n": len(shown),
+                "p_direct": round(mean_se(list(p_shown))[0], 4),
+            }
         walls.mark("first choice", t)
     walls.finish()
 

@@ -154,7 +154,7 @@ def test_first_choice_weighs_the_two_openings_of_the_teacher_templates(tiny_mode
     wts = load("when_to_search")
     recs = [record("k0", "common-knowledge", True, True, 1.0, 0, 0), record("s1", "single-hop", False, True, 1.0, 0, 0)]
     recs[0]["question"], recs[1]["question"] = "What is the capital of France?", "Who built Kessrow Bridge?"
-    p = wts.first_choice(tiny_model_dir, recs, "hiprag")
+    p = wts.first_choice(tiny_model_dir, {f"{r['dataset']}/{r['id']}": r["question"] for r in recs}, "hiprag")
     assert set(p) == {"common/k0", "single_hop/s1"} and all(0.0 < v < 1.0 for v in p.values())
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
