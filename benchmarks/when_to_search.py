@@ -400,12 +400,15 @@ def main() -> int:
         choices = {name: first_choice(m, test_questions, s2.format, s2.prompt_name) for name, m in models.items()}
         first_choices = first_choice_table(choices, labelled_records)
         # the same on the warm start's own demonstrations: did SFT fit the choice where it was shown?
+        demo_sets = P.demo_questions(s2)
         for kind, sets in (("direct", [P.COMMON_SET]), ("searching", P.CORPUS_SETS)):
-            shown = {q.key: q.question for ds in sets for q in P.demo_questions(s2).get(ds, [])}
-            p_shown = first_choice(warm2, shown, s2.format, s2.prompt_name).values()
+            shown = {q.key: q.question for ds in sets for q in demo_sets.get(ds, [])}
+            if not shown:  # e.g. --known-demos 0
+                continue
+            p_shown = list(first_choice(warm2, shown, s2.format, s2.prompt_name).values())
             first_choices["warm"][f"{kind} demonstrations"] = {
                 "n": len(shown),
-                "p_direct": round(mean_se(list(p_shown))[0], 4),
+                "p_direct": round(sum(p_shown) / len(p_shown), 4),
             }
         walls.mark("first choice", t)
     walls.finish()
