@@ -397,25 +397,27 @@ def main() -> int:
         labelled_records = list(read_results(P.eval_results(s2, "warm2_greedy")).values())
         test_questions = {f"{r['dataset']}/{r['id']}": r["question"] for r in labelled_records}
         models = {"warm": warm2, **{run: Path(r["train"]["model"]) for run, r in runs.items()}}
-        choices = {name: first_choice(m, test_questions, s2.format, s2.prompt_name) for name, m in models.items()}
-        first_choices = first_choice_table(choices, labelled_records)
-        # the same on the warm start's own demonstrations: did SFT fit the choice where it was shown?
+        # the warm start also on its own demonstrations' questions: did SFT fit the choice where it was shown?
         demo_sets = P.demo_questions(s2)
-        for kind, sets in (("direct", [P.COMMON_SET]), ("searching", P.CORPUS_SETS)):
-            shown = {q.key: q.question for ds in sets for q in demo_sets.get(ds, [])}
-            if not shown:  # e.g. --known-demos 0
-                continue
-            p_shown = list(first_choice(warm2, shown, s2.format, s2.prompt_name).values())
-            first_choices["warm"][f"{kind} demonstrations"] = {
-                "n": len(shown),
-                "p_direct": round(sum(p_shown) / len(p_shown), 4),
-            }
+        shown = {kind: {q.key: q.question for ds in sets for q in demo_sets.get(ds, [])}
+                 for kind, sets in (("direct", [P.COMMON_SET]), ("searching", P.CORPUS_SETS))}  # fmt: skip
+        demo_texts = {key: text for texts in shown.values() for key, text in texts.items()}
+        choices = {name: first_choice(m, test_questions | (demo_texts if name == "warm" else {}), s2.format,
+                                      s2.prompt_name) for name, m in models.items()}  # fmt: skip
+        first_choices = first_choice_table(choices, labelled_records)
+        for kind, texts in shown.items():
+            if texts:  # none with --known-demos 0
+                p_shown = [choices["warm"][key] for key in texts]
+                first_choices["warm"][f"{kind} demonstrations"] = {
+                    "n": len(texts),
+                    "p_direct": round(sum(p_shown) / len(p_shown), 4),
+                }
         walls.mark("first choice", t)
     walls.finish()
 
     print("\nKnowledge probe, first warm start, common training questions:", json.dumps(probe1["datasets"]))
     print("Knowledge probe, second warm start, test sets:", json.dumps(probe2["datasets"]))
-    n_demos = {ds: len(qs) for ds, qs in P.demo_questions(s2).items()}
+    n_demos = {ds: len(qs) for ds, qs in demo_sets.items()}
     print(f"Second warm start: demonstrations per set {n_demos}; kept {demos['kept']} of {demos['trajectories']}")
     print(f"\nBy bucket (labels of the second warm start's probe). {BUCKET_NOTE}")
     print(bucket_table({name: row["buckets"] for name, row in rows.items()}, label="eval"))
