@@ -11,7 +11,8 @@ demonstrations among 58, chosen by what people know; 5 of its 31 sampled no-sear
    greedy + ``--samples`` closed-book answers at temperature 1, the format's own no-search path, paper metric);
 2. **a second warm start**: searching demonstrations on the first ``--corpus-demos`` questions of each corpus set
    (25: the demo's) and direct-answer demonstrations on the first ``--known-demos`` common training questions the
-   first warm start *knows* (``PipelineSettings.demo_knowledge``), SFT as the demo's for ``--sft-epochs`` (1);
+   first warm start *knows* (``PipelineSettings.demo_knowledge``), SFT as the demo's for ``--sft-epochs`` (1), the
+   choice to search counted ``--choice-weight`` times in its loss (1);
 3. **probe** the second warm start on the test sets: the labelled rows give every question its bucket (known,
    common_unknown, corpus);
 4. **eval** on the labelled rows (real retriever, stand-in judge): the second warm start greedy and sampled at
@@ -57,7 +58,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import sys
 import time
 from contextlib import ExitStack
@@ -219,9 +219,7 @@ def first_choice(
     from agentrag_verl.formats import get_format
     from agentrag_verl.warmstart.teacher import teacher_templates
 
-    t = teacher_templates(format_name)
-    shared = os.path.commonprefix([t.direct, t.first_search])
-    direct, search = (text[len(shared) :].split("{", 1)[0] for text in (t.direct, t.first_search))
+    shared, direct, search = teacher_templates(format_name).openings
     prompt = get_format(format_name).policy_prompt(prompt_name)
     tokenizer = AutoTokenizer.from_pretrained(model)
     lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
@@ -318,6 +316,13 @@ def main() -> int:
         help="Searching demonstrations per corpus set (single-hop, multi-hop) of the second warm start.",
     )
     p.add_argument("--sft-epochs", type=positive_int, default=1, help="SFT epochs of the second warm start.")
+    p.add_argument(
+        "--choice-weight",
+        type=positive_int,
+        default=1,
+        help="SFT of the second warm start: how many times each demonstration's choice to search (its direct or "
+        "searching opening) counts in the loss (docs/warmstart.md, section 7.11).",
+    )
     p.add_argument("--samples", type=int, default=4, help="Probe: sampled closed-book answers per question.")
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
     p.add_argument("--rl", action="store_true", help="Then the two RL runs, λp = 0 and λp = 0.4 (module docstring).")
@@ -333,6 +338,7 @@ def main() -> int:
     s.eval_limit = args.eval_limit
     corpus = {ds: args.corpus_demos for ds in P.CORPUS_SETS}
     s2 = dataclasses.replace(s, work_dir=Path(args.out_dir).resolve(), train_limit=None, sft_epochs=args.sft_epochs,
+                             sft_choice_weight=args.choice_weight,
                              demo_limits={**s.demo_limits, **corpus, P.COMMON_SET: args.known_demos})  # fmt: skip
     set_reanswers(s2, args)  # the warm start's judged eval re-answers as the RL runs do
     walls = Walls()

@@ -120,6 +120,9 @@ class PipelineSettings:
     sft_batch_size: int = 8
     sft_micro_batch_size: int = 4
     sft_lr: float = 1e-4
+    sft_choice_weight: int = 1
+    """How many times the tokens of a demonstration's choice to search count in the SFT loss
+    (:func:`~agentrag_verl.warmstart.sft_local.choice_weight_overrides`)."""
     reward_kwargs: dict[str, Any] = field(default_factory=dict)
     """Reward options over the method's local ones (:attr:`~agentrag_verl.registry.Method.local_reward_kwargs`), in
     the RL stage and the evals alike (e.g. HiPRAG's ``lambda_p`` and ``under_search_detector``)."""
@@ -587,7 +590,7 @@ def sft_data(settings: PipelineSettings) -> Path:
 
 def sft_stage(settings: PipelineSettings, base_model: Path) -> dict[str, Any]:
     """verl's SFT trainer on CPU over the selected demonstrations (reused when done with the same settings and data)."""
-    from agentrag_verl.warmstart.sft_local import SFTSettings, run_sft_local
+    from agentrag_verl.warmstart.sft_local import SFTSettings, choice_weight_overrides, run_sft_local
 
     return run_sft_local(
         SFTSettings(
@@ -599,6 +602,7 @@ def sft_stage(settings: PipelineSettings, base_model: Path) -> dict[str, Any]:
             micro_batch_size=settings.sft_micro_batch_size,
             lr=settings.sft_lr,
             max_length=1024 + settings.response_length,
+            extra_overrides=choice_weight_overrides(settings.sft_choice_weight),
         ),
         echo=False,
     )

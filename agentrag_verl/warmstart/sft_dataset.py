@@ -20,6 +20,16 @@ Select it with::
     data.custom_cls.path=pkg://agentrag_verl.warmstart.sft_dataset data.custom_cls.name=DemonstrationDataset
     data.train_files=<out>/hiprag/demos.jsonl
 
+**The choice to search** (``++data.choice_weight=N``, default 1). A demonstration's first decision, to answer
+directly or to search, is a token or two among its 60-400 model-written ones, so a loss averaged over tokens fits how
+often the demonstrations skip the search, not on which questions (``docs/warmstart.md`` section 7.11: after two
+epochs, a 135M warm start gave the direct opening the same probability on every question). With ``choice_weight``
+N > 1 the tokens of that opening (:attr:`~agentrag_verl.warmstart.teacher.TeacherTemplates.openings` of the record's
+format: the text after the two paths' shared start, up to the first slot) count N times in the loss: verl's
+``sft_loss`` sums ``log p x loss_mask`` and divides by the sum of ``loss_mask``, so an integer weight in the mask is
+a weight in the loss. A record that opens neither way keeps its 0/1 mask; a dataset where no record does is an
+error, not a silent unweighted run.
+
 Records with ``kept: false`` (rejected by the writer) are skipped. ``data.pad_mode`` ``no_padding`` (verl's
 default) and ``right`` (padded to ``data.max_length``) are supported; ``data.truncation`` ``error`` (default)
 refuses an over-long demonstration, ``right`` cuts it.
@@ -36,7 +46,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-__all__ = ["DemonstrationDataset", "load_demonstrations", "sft_examples"]
+__all__ = ["DemonstrationDataset", "load_demonstrations", "sft_examples", "choice_span"]
 
 
 def load_demonstrations(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
@@ -98,13 +108,42 @@ def sft_examples(record: Mapping[str, Any]) -> list[tuple[list[int], list[int]]]
     return out
 
 
+def choice_span(response_ids: Sequence[int], tokenizer: Any, openings: tuple[str, str, str]) -> range | None:
+    """The response tokens that write the choice to search: those whose text overlaps one of the two openings right
+    after the shared start (``openings``: :attr:`~agentrag_verl.warmstart.teacher.TeacherTemplates.openings`), or None
+    when the response starts with neither (a ReasonRAG stage, a trajectory of another teacher)."""
+    shared, *paths = openings
+    for opening in paths:
+        target, start = shared + opening, None
+        for i in range(1, len(response_ids) + 1):
+            text = tokenizer.decode(list(response_ids[:i]))
+            if not (target.startswith(text) or text.startswith(target)):
+                break
+            if start is None and len(text) > len(shared):
+                start = i - 1
+            if len(text) >= len(target):
+                return range(start, i)
+    return None
+
+
+def _format_openings(format_name: str) -> tuple[str, str, str] | None:
+    from agentrag_verl.warmstart.teacher import TeacherTemplates, teacher_templates
+
+    try:
+        templates = teacher_templates(format_name)
+    except ValueError:  # a method without templates (its demonstrations come from a teacher model)
+        return None
+    return templates.openings if isinstance(templates, TeacherTemplates) else None
+
+
 class DemonstrationDataset(Dataset):
     """verl ``data.custom_cls`` dataset over demonstration JSONL files (module docstring).
 
     Args:
         parquet_files: ``data.train_files`` / ``data.val_files`` (verl's argument name; here ``demos.jsonl`` paths).
         tokenizer: The model's tokenizer (its pad id pads ``right`` mode).
-        config: verl's ``data`` config (``max_length``, ``pad_mode``, ``truncation``).
+        config: verl's ``data`` config (``max_length``, ``pad_mode``, ``truncation``, and ours, ``choice_weight``:
+            module docstring).
         processor: Unused (text only).
         max_samples: Keep the first N demonstrations (-1: all).
     """
@@ -134,9 +173,40 @@ class DemonstrationDataset(Dataset):
             raise ValueError(f"data.pad_mode {self.pad_mode!r} is not supported; choose 'no_padding' or 'right'.")
         if self.truncation not in ("error", "right"):
             raise ValueError(f"data.truncation {self.truncation!r} is not supported; choose 'error' or 'right'.")
+        self.tokenizer = tokenizer
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = int(pad) if pad is not None else 0
         self.examples = [(record, example) for record in self.records for example in sft_examples(record)]
+        weight = config.get("choice_weight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            raise ValueError(
+                f"data.choice_weight must be a whole number >= 1 (how many times the choice to search counts in the "
+                f"loss), got {weight!r}."
+            )
+        self.choice_weight = weight
+        if weight > 1:
+            self.examples = [(record, self._weigh_choice(record, example)) for record, example in self.examples]
+            self.weighted = sum(1 for _, (_, mask) in self.examples if max(mask, default=0) > 1)
+            if not self.weighted:
+                raise ValueError(
+                    f"data.choice_weight={weight}, but no demonstration in {files} opens with its format's choice "
+                    "to search (the teacher templates' direct or searching opening); drop the setting, or use "
+                    "demonstrations of a format with teacher templates."
+                )
+
+    def _weigh_choice(self, record: Mapping[str, Any], example: tuple[list[int], list[int]]) -> tuple[list, list]:
+        ids, mask = example
+        openings = _format_openings(str(record.get("format", "")))
+        if openings is None or record.get("stages"):
+            return example
+        prompt = len(record["prompt_ids"])
+        span = choice_span(ids[prompt:], self.tokenizer, openings)
+        if span is None:
+            return example
+        mask = list(mask)
+        for i in span:
+            mask[prompt + i] *= self.choice_weight
+        return ids, mask
 
     def __len__(self) -> int:
         return len(self.examples)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 __all__ = [
     "sft_overrides",
+    "choice_weight_overrides",
     "sft_fingerprint",
     "planned_steps",
     "run_sft_local",
@@ -108,6 +109,17 @@ def sft_overrides(s: SFTSettings, checkpoint_dir: Path) -> list[str]:
         f"trainer.default_local_dir={checkpoint_dir}",
     ]
     return merge_overrides(ours, list(s.extra_overrides))
+
+
+def choice_weight_overrides(weight: int) -> list[str]:
+    """The override that counts the choice to search ``weight`` times in the loss
+    (:class:`~agentrag_verl.warmstart.sft_dataset.DemonstrationDataset`'s ``choice_weight``); none at 1, so a plain
+    run keeps its settings and its fingerprint.
+
+    >>> choice_weight_overrides(1), choice_weight_overrides(30)
+    ([], ['++data.choice_weight=30'])
+    """
+    return [f"++data.choice_weight={weight}"] if weight > 1 else []
 
 
 def planned_steps(overrides: Sequence[str], n_demos: int) -> tuple[int, int]:
@@ -268,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
         micro_batch_size=args.micro_batch_size,
         lr=args.lr,
         max_length=args.max_length,
-        extra_overrides=[o for o in args.overrides if o != "--"],
+        extra_overrides=[*choice_weight_overrides(args.choice_weight), *(o for o in args.overrides if o != "--")],
     )
     from agentrag_verl.cli_common import input_dir, output_dir, report_error
 
@@ -305,6 +317,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument(
         "--max-length", type=positive_int, default=1024, help="Longest demonstration (prompt + response) in tokens."
+    )
+    p.add_argument(
+        "--choice-weight",
+        type=positive_int,
+        default=1,
+        help="Count the tokens of each demonstration's choice to search (its direct or searching opening) this many "
+        "times in the loss (docs/warmstart.md, section 2).",
     )
     p.add_argument("--quiet", action="store_true", help="Write the trainer's output only to the log file.")
     p.add_argument("overrides", nargs=argparse.REMAINDER, help="Hydra overrides for verl's sft_trainer (after --).")

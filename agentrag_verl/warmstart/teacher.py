@@ -22,6 +22,7 @@ token layout (model text, masked observations) as an RL rollout.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -124,6 +125,17 @@ class TeacherTemplates:
     query_style: Callable[[str], str] | None = None
     """How the teacher writes a hop's planned query (a question) into ``{query}``: None, as planned. A method whose
     reward grades the query's form declares it (multi-stage: keywords)."""
+
+    @property
+    def openings(self) -> tuple[str, str, str]:
+        """The choice to search as text: ``(shared, direct, search)``, the two paths' common start and then each
+        one's own opening up to its first slot. HiPRAG: ``"<think>\\n<step>\\n<reasoning>"``, then "This is common
+        knowledge, ..." against "I do not know this, ...". What a policy writes right after ``shared`` is its decision
+        to answer directly or to search (read by the when-to-search benchmark's ``first_choice``, weighed by the SFT
+        dataset's ``choice_weight``)."""
+        shared = os.path.commonprefix([self.direct, self.first_search])
+        direct, search = (text[len(shared) :].split("{", 1)[0] for text in (self.direct, self.first_search))
+        return shared, direct, search
 
     def observations(self, trajectory: str) -> list[str]:
         """The observation contents (retrieved passages) in the trajectory so far."""

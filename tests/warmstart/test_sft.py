@@ -61,6 +61,71 @@ def test_bad_files_are_explained(tmp_path):
         DemonstrationDataset(str(none_kept), _Tok(), {})
 
 
+def test_choice_weight_counts_the_opening_that_chooses_to_search_n_times_in_verls_loss(tiny_model_dir, tmp_path):
+    """``choice_weight`` N: the tokens of HiPRAG's direct or searching opening (after the shared "<think><step>
+    <reasoning>") carry N in the loss mask, every other model-written token 1; verl's own ``sft_loss`` then is the
+    N-weighted mean of the tokens' negative log-probabilities."""
+    from tensordict import TensorDict
+    from transformers import AutoTokenizer
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.losses import sft_loss
+
+    from agentrag_verl.warmstart.teacher import teacher_templates
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    t = teacher_templates("hiprag")
+    shared, direct, search = t.openings
+    texts = {
+        "direct": t.direct.format(fact="Paris is the capital of France.", answer="Paris"),
+        "search": t.first_search.format(query="capital of Velda"),
+        "other": "<think>\nPlain text that opens neither way.</think>\n<answer>x</answer>",
+    }
+    records = []
+    for name, text in texts.items():
+        response = tok.encode(text, add_special_tokens=False)
+        records.append({"dataset": "d", "id": name, "kept": True, "format": "hiprag", "prompt_ids": [5, 6],
+                        "response_ids": response, "response_mask": [1] * len(response)})  # fmt: skip
+    path = write_demos(tmp_path / "demos.jsonl", records)
+    plain = DemonstrationDataset(str(path), tok, {"max_length": 512})
+    ds = DemonstrationDataset(str(path), tok, {"max_length": 512, "choice_weight": 7})
+    assert ds.weighted == 2
+    for i, opening in enumerate((direct, search)):
+        item, mask = ds[i], ds[i]["loss_mask"]
+        assert set(mask.tolist()) == {0, 1, 7}
+        chosen = tok.decode(item["input_ids"][mask == 7])
+        assert opening in chosen and len(chosen) < len(opening) + 12  # the opening, and a token's width around it
+        assert torch.equal(mask.clamp(max=1), plain[i]["loss_mask"])  # the same tokens are trained, weighted
+    assert torch.equal(ds[2]["loss_mask"], plain[2]["loss_mask"])  # neither opening: the plain 0/1 mask
+
+    masks = [ds[i]["loss_mask"] for i in range(3)]
+    log_probs = [-torch.rand(len(m)) * 5 for m in masks]  # any per-token log-probabilities (log p of token i+1)
+    data = TensorDict({"loss_mask": torch.nested.as_nested_tensor(masks, layout=torch.jagged)}, batch_size=[3])
+    tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=int(sum(m.sum() for m in masks)))
+    loss, _ = sft_loss(None, {"log_probs": torch.nested.as_nested_tensor(log_probs, layout=torch.jagged)}, data)
+    weights = [torch.cat([m[1:], m[:1]]).float() for m in masks]  # token i+1's weight on position i
+    expected = -sum((w * lp).sum() for w, lp in zip(weights, log_probs, strict=True)) / sum(m.sum() for m in masks)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+
+    # `sft-local --choice-weight 7`: its overrides on verl's own config reach the dataset verl builds.
+    from hydra import compose, initialize_config_module
+    from verl.trainer.sft_trainer import create_sft_dataset
+
+    from agentrag_verl.warmstart.sft_local import SFTSettings, choice_weight_overrides, sft_overrides
+
+    settings = SFTSettings(model=str(tiny_model_dir), train_files=[str(path)], work_dir=str(tmp_path / "sft"),
+                           max_length=512, extra_overrides=choice_weight_overrides(7))  # fmt: skip
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        cfg = compose(config_name="sft_trainer_engine", overrides=sft_overrides(settings, tmp_path / "ckpt"))
+    built = create_sft_dataset(cfg.data.train_files, cfg.data, tok, None)
+    assert built.choice_weight == 7 and torch.equal(built[1]["loss_mask"], ds[1]["loss_mask"])
+
+    with pytest.raises(ValueError, match="whole number"):
+        DemonstrationDataset(str(path), tok, {"choice_weight": 0.5})
+    neither = write_demos(tmp_path / "neither.jsonl", [records[2]])
+    with pytest.raises(ValueError, match="no demonstration .* opens"):
+        DemonstrationDataset(str(neither), tok, {"choice_weight": 7})
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_finished_run_is_reused_only_for_the_same_demonstrations(tmp_path):
@@ -186,7 +251,7 @@ def test_gpu_recipe_composes_and_verl_builds_our_dataset(tmp_path):
     assert cfg.model.path == "Qwen/Qwen2.5-3B-Instruct" and "hf_model" in cfg.checkpoint.save_contents
     assert cfg.trainer.save_freq == "after_each_epoch" and cfg.trainer.logger == ["console"]
     dataset = create_sft_dataset(cfg.data.train_files, cfg.data, _Tok(), None)
-    assert isinstance(dataset, DemonstrationDataset) and dataset.max_length == 4096
+    assert isinstance(dataset, DemonstrationDataset) and dataset.max_length == 4096 and dataset.choice_weight == 1
     assert dataset[0]["loss_mask"].tolist() == [0, 0, 0, 1, 0, 0, 1]
 
 
