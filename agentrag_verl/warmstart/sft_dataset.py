@@ -22,7 +22,7 @@ Select it with::
 
 **The choice to search** (``++data.choice_weight=N``, default 1). A demonstration's first decision, to answer
 directly or to search, is a token or two among its 60-400 model-written ones, so a loss averaged over tokens fits how
-often the demonstrations skip the search, not on which questions (``docs/warmstart.md`` section 7.11: after two
+often the demonstrations skip the search, not on which questions (``docs/warmstart.md`` sections 7.10-7.11: after two
 epochs, a 135M warm start gave the direct opening the same probability on every question). With ``choice_weight``
 N > 1 the tokens of that opening (:attr:`~agentrag_verl.warmstart.teacher.TeacherTemplates.openings` of the record's
 format: the text after the two paths' shared start, up to the first slot) count N times in the loss: verl's
