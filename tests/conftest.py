@@ -6,6 +6,7 @@ Session-scoped where building is costly (tiny model ~5 s); nothing touches the n
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -13,6 +14,28 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """End the test process once pytest has reported, without the interpreter's teardown.
+
+    The session loads torch, faiss, llama.cpp, vLLM and Ray's driver into one process; their native finalizers race
+    at interpreter exit, and in one full CI run the process died of a segmentation fault after pytest had printed
+    "1577 passed". The outcome is decided and written by then (this hook runs after pytest's own
+    unconfigure hooks), so the process exits with pytest's status and skips the finalizers.
+    """
+    if _EXIT_STATUS in config.stash:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(config.stash[_EXIT_STATUS])
 
 
 def _cuda_usable() -> bool:
