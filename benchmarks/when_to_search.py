@@ -26,8 +26,9 @@ With ``--rl``, build item 5 (HiPRAG's Table 2 at our size): from the second warm
 (``recipes/hiprag/run_grpo.sh``, local profile, the sizes of ``benchmarks/learning.py``) twice, with the same data,
 steps and seeds: the baseline reward (λp = 0) and HiPRAG's (λp = 0.4), both with both detectors (the stand-in judge's
 under-search verifier on). The fixed set's common questions alternate known and unknown ones, or ``--rl-known`` of
-them are known (:func:`pipeline.rl_questions`). It prints the search rate per bucket at every step, evaluates both on
-the labelled test rows (greedy, with the judged metrics: HiPRAG's OSR and USR by the stand-in judge), plots
+them are known (:func:`pipeline.rl_questions`), known to the policy RL starts from: the second warm start, probed on
+the common training questions too (``--rl-labels``). It prints the search rate per bucket at every step, evaluates
+both on the labelled test rows (greedy, with the judged metrics: HiPRAG's OSR and USR by the stand-in judge), plots
 ``search_rate_per_step.png`` and ``accuracy_vs_searches.png``, and checks the issue's claims: the share of known
 questions answered with a search falls below the warm start's by more than 2 SE (paired over questions); OSR below the
 baseline's; CEM on known questions holds; corpus questions still searched at least 95% of the time; overall CEM not
@@ -334,6 +335,14 @@ def main() -> int:
         help="Known questions among the fixed set's 10 common ones (default: known and unknown in turn, 5 each); "
         "at most the known training questions left without a demonstration.",
     )
+    p.add_argument(
+        "--rl-labels",
+        choices=("warm2", "warm1"),
+        default="warm2",
+        help="Whose probe of the common training questions says which are known in RL (the fixed set's mix, the "
+        "buckets of its rollouts): the second warm start's, the policy RL starts from (default; one more probe), or "
+        "the first's, whose knowledge chose the demonstrations (runs 4-6 of docs/warmstart.md).",
+    )
     args, s = parse_demo_args(p)
     s.eval_limit = args.eval_limit
     corpus = {ds: args.corpus_demos for ds in P.CORPUS_SETS}
@@ -361,11 +370,15 @@ def main() -> int:
             except ValueError as e:
                 p.error(str(e))
             rl_runs[run] = s3
-        if rl_runs:  # both runs share the fixed set: checked now rather than after the second warm start
+
+        def check_fixed_set() -> None:  # both runs share it; --rl-known may ask for more known ones than are left
             try:
                 P.training_parquets(next(iter(rl_runs.values())))
             except ValueError as e:
                 p.error(str(e))
+
+        if rl_runs and args.rl_labels == "warm1":  # checked now rather than after the second warm start
+            check_fixed_set()
         t = time.perf_counter()
         demos = P.demos_stage(s2, base, url)
         sft2 = P.sft_stage(s2, base)
@@ -374,6 +387,15 @@ def main() -> int:
         t = time.perf_counter()
         probe2 = P.knowledge_stage(s2, warm2, "test", "warm2_test", limit=s2.eval_limit, samples=args.samples)
         walls.mark("probe second warm start (test)", t)
+        probe2_train = None
+        if rl_runs and args.rl_labels == "warm2":
+            t = time.perf_counter()
+            probe2_train = P.knowledge_stage(s2, warm2, "train", "warm2_train", sets=[P.COMMON_SET],
+                                             samples=args.samples)  # fmt: skip
+            walls.mark("probe second warm start (train)", t)
+            for s3 in rl_runs.values():
+                s3.grpo_knowledge = probe2_train["out"]
+            check_fixed_set()
         labelled = load_datasets([probe2["out"]], split="test")
         rows = {}
         for name, model, temperature in (("warm2_greedy", warm2, 0.0), ("warm2_t1", warm2, 1.0),
@@ -423,6 +445,8 @@ def main() -> int:
 
     print("\nKnowledge probe, first warm start, common training questions:", json.dumps(probe1["datasets"]))
     print("Knowledge probe, second warm start, test sets:", json.dumps(probe2["datasets"]))
+    if probe2_train:
+        print("Knowledge probe, second warm start, common training questions:", json.dumps(probe2_train["datasets"]))
     n_demos = {ds: len(qs) for ds, qs in demo_sets.items()}
     print(f"Second warm start: demonstrations per set {n_demos}; kept {demos['kept']} of {demos['trajectories']}")
     print(f"\nBy bucket (labels of the second warm start's probe). {BUCKET_NOTE}")
@@ -479,8 +503,8 @@ def main() -> int:
         checks.update(experiment["checks"])
     print("wall time (s):", json.dumps(walls))
     out = {"command": "python benchmarks/when_to_search.py " + " ".join(sys.argv[1:]), "probe_warm1_train": probe1,
-           "probe_warm2_test": probe2, "demonstrations": n_demos, "evals": rows, "checks": checks,
-           "warm1_t1_direct": before, "first_choice": first_choices, "bucket_sizes": buckets,
+           "probe_warm2_test": probe2, "probe_warm2_train": probe2_train, "demonstrations": n_demos, "evals": rows,
+           "checks": checks, "warm1_t1_direct": before, "first_choice": first_choices, "bucket_sizes": buckets,
            "experiment": experiment, "walls": walls}  # fmt: skip
     path = s2.work_dir / "when_to_search.json"
     path.write_text(json.dumps(out, indent=1, default=str))

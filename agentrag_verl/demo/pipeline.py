@@ -155,8 +155,14 @@ class PipelineSettings:
     """With ``grpo_passes``: training questions per set, the first ones (of ``train_limit``) that have no
     demonstration, so the reward measures what RL learns rather than what SFT memorized."""
     grpo_known_per_set: int | None = None
-    """With ``grpo_passes`` and ``demo_knowledge``: how many of the common set's fixed-set questions are ones the
-    probed policy knows, the rest unknown ones (:func:`rl_questions`); None: one of each in turn."""
+    """With ``grpo_passes`` and knowledge labels (:func:`rl_knowledge`): how many of the common set's fixed-set
+    questions are ones the probed policy knows, the rest unknown ones (:func:`rl_questions`); None: one of each in
+    turn."""
+    grpo_knowledge: str = ""
+    """A knowledge probe's folder for the training split whose labels say which common questions are known in the RL
+    stage: the fixed set's mix (:func:`rl_questions`) and the rollouts' buckets (:func:`rollout_searches`). Over-search
+    is what the policy RL starts from knows, so this is that policy's probe; empty: ``demo_knowledge``'s (the policy
+    the demonstrations were chosen for)."""
     grpo_micro_batch_size: int = 4
     """Trajectories per forward/backward pass of the actor update. Memory, not speed: the update of 6 x 4
     trajectories in micro-batches of 6 peaked at 13.6 GB in the actor process (the box's total use at 22.2 of 24 GB,
@@ -499,6 +505,11 @@ def demo_questions(settings: PipelineSettings) -> dict[str, list[Any]]:
     return {ds: qs[: settings.demo_limits.get(ds, len(qs))] for ds, qs in datasets.items()}
 
 
+def rl_knowledge(settings: PipelineSettings) -> str:
+    """The probe folder whose labels the RL stage reads: ``grpo_knowledge``, else ``demo_knowledge`` (may be empty)."""
+    return settings.grpo_knowledge or settings.demo_knowledge
+
+
 def known_questions(probe_dir: Path, split: str) -> set[str]:
     """Keys (``dataset/id``) of the questions a knowledge probe's labelled rows mark as known.
 
@@ -645,9 +656,10 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
 
 def rl_questions(settings: PipelineSettings, dataset: str, undemonstrated: Sequence[Any]) -> list[Any]:
     """The fixed set's questions of one set (``grpo_passes``): the first ``grpo_questions_per_set`` without a
-    demonstration. With ``demo_knowledge`` the common-knowledge ones mix questions the probed policy knows and
-    questions it does not, so RL meets both: a search pays on the second kind only (the demonstrations took the first
-    known ones). They alternate one for one, or ``grpo_known_per_set`` known ones are interleaved with the rest.
+    demonstration. With knowledge labels (:func:`rl_knowledge`) the common-knowledge ones mix questions the probed
+    policy knows and questions it does not, so RL meets both: a search pays on the second kind only (the
+    demonstrations took the first ones ``demo_knowledge`` marks known). They alternate one for one, or
+    ``grpo_known_per_set`` known ones are interleaved with the rest.
 
     Raises:
         ValueError: ``grpo_known_per_set`` asks for more known questions than the set or the undemonstrated ones hold.
@@ -655,8 +667,8 @@ def rl_questions(settings: PipelineSettings, dataset: str, undemonstrated: Seque
     import itertools
 
     qs, n = list(undemonstrated), settings.grpo_questions_per_set
-    if settings.demo_knowledge and dataset == COMMON_SET:
-        known_keys = known_questions(Path(settings.demo_knowledge), "train")
+    if rl_knowledge(settings) and dataset == COMMON_SET:
+        known_keys = known_questions(Path(rl_knowledge(settings)), "train")
         known = [q for q in qs if q.key in known_keys]
         unknown = [q for q in qs if q.key not in known_keys]
         want = settings.grpo_known_per_set
@@ -712,7 +724,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo", *, evicted:
     ``searches_by_question`` holds each trajectory's RC beside its score in ``rewards_by_question``: the searches of
     the format's parse of the response, as the reward counts them.
 
-    With ``demo_knowledge`` (the probe's labels of the training questions) it also counts ``searched_by_bucket``:
+    With knowledge labels of the training questions (:func:`rl_knowledge`) it also counts ``searched_by_bucket``:
     ``{bucket: [searched, n]}`` over the buckets of :func:`agentrag_verl.eval.metrics.bucket_of` (a corpus question
     the probe did not label counts as ``corpus``).
 
@@ -727,7 +739,7 @@ def rollout_searches(settings: PipelineSettings, name: str = "grpo", *, evicted:
 
     read_score = settings.method.load("score_reading")
     fmt = get_format(settings.format)
-    known = known_questions(Path(settings.demo_knowledge), "train") if settings.demo_knowledge else None
+    known = known_questions(Path(rl_knowledge(settings)), "train") if rl_knowledge(settings) else None
     questions = sorted(
         ((q.question, ds, q.key) for ds, qs in load_split(settings, "train", settings.train_limit).items() for q in qs),
         key=lambda item: -len(item[0]),
@@ -979,7 +991,7 @@ def grpo_stage(
     fingerprint = {
         k: (str(v) if isinstance(v, Path) else v)
         for k, v in dataclasses.asdict(settings).items()
-        if k.startswith("grpo")
+        if k.startswith("grpo") and (v or k != "grpo_knowledge")  # unset: the runs cached before it stay valid
     }
     fingerprint.update(
         sft_model=str(sft_model),

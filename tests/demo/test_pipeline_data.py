@@ -3,8 +3,11 @@ SFT file holds exactly their demonstrations, whatever else the writer's cache ho
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 from agentrag_verl.demo.pipeline import PipelineSettings, demo_questions, demos_file, sft_data
 from agentrag_verl.eval.data import MINI_WIKI_DIR
@@ -26,14 +29,18 @@ def test_demo_knowledge_keeps_the_common_questions_the_policy_knows(tmp_path):
     from agentrag_verl.demo.pipeline import load_split
 
     common = load_split(PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR), "train", 12)["common"]
+
+    def label(probe: Path, known: Callable[[int], bool]) -> None:  # a probe's labelled rows of the common set
+        (probe / "common").mkdir(parents=True)
+        rows = []
+        for i, q in enumerate(common):
+            row = q.as_row()
+            row["metadata"] = {**row["metadata"], "knowledge": {"known": known(i), "rate": 1.0 if known(i) else 0.2}}
+            rows.append(row)
+        (probe / "common" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
     probe = tmp_path / "probe"
-    (probe / "common").mkdir(parents=True)
-    rows = []
-    for i, q in enumerate(common):
-        row = q.as_row()
-        row["metadata"] = {**row["metadata"], "knowledge": {"known": i % 3 == 0, "rate": 1.0 if i % 3 == 0 else 0.2}}
-        rows.append(row)
-    (probe / "common" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    label(probe, lambda i: i % 3 == 0)
     s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR, train_limit=12, demo_knowledge=str(probe),
                          demo_limits={"common": 3})  # fmt: skip
     chosen = demo_questions(s)
@@ -54,6 +61,12 @@ def test_demo_knowledge_keeps_the_common_questions_the_policy_knows(tmp_path):
         rl_questions(s, "common", undemonstrated)
     s.grpo_known_per_set = None
     assert rl_questions(s, "single_hop", chosen["single_hop"]) == chosen["single_hop"][:4]  # corpus sets: in order
+    # the RL stage reads the labels of the policy it starts from (grpo_knowledge) where given; the demonstrations
+    # keep theirs
+    label(tmp_path / "probe2", lambda i: i % 2 == 0)  # known: 0, 2, 4, 6, 8, 10
+    s2 = dataclasses.replace(s, grpo_knowledge=str(tmp_path / "probe2"))
+    assert [q.id for q in demo_questions(s2)["common"]] == [common[i].id for i in (0, 3, 6)]
+    assert [q.id for q in rl_questions(s2, "common", undemonstrated)] == [common[i].id for i in (2, 1, 4, 5)]
     # ... and the rollouts' search rates per bucket
     folder = tmp_path / "grpo" / "rollouts"
     folder.mkdir(parents=True)
@@ -64,6 +77,7 @@ def test_demo_knowledge_keeps_the_common_questions_the_policy_knows(tmp_path):
                                             for q, o in dump))  # fmt: skip
     assert rollout_searches(s, "grpo")[0]["searched_by_bucket"] == {
         "known": [1, 1], "common_unknown": [0, 1], "corpus": [1, 2]}  # fmt: skip
+    assert rollout_searches(s2, "grpo")[0]["searched_by_bucket"] == {"common_unknown": [1, 2], "corpus": [1, 2]}
 
     s.demo_knowledge = str(tmp_path / "nowhere")
     with pytest.raises(FileNotFoundError, match="run the knowledge probe first"):
