@@ -295,7 +295,7 @@ def configure_rl(s: Any, args: argparse.Namespace, design: dict[str, Any], *, pp
     s.grpo_rollout_n = args.rollout_n or (1 if ppo else 4)
     if ppo or "micro_batch" in design:
         s.grpo_micro_batch_size = design.get("micro_batch", PPO_MICRO_BATCH)
-    pass_size = 3 * s.grpo_questions_per_set
+    pass_size = s.fixed_set_pass
     s.grpo_passes = math.ceil(args.steps * s.grpo_batch_size / pass_size) if args.fixed_set else 0
     s.grpo_lr = args.lr or None
     s.grpo_temperature = None  # the recipe's sampling temperature (Search-P1's 0.6; the others' 1.0)

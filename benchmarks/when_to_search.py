@@ -297,7 +297,7 @@ def plot_experiment(curves: dict[str, list[dict[str, Any]]], rows: dict[str, dic
 def main() -> int:
     from agentrag_verl.cli_common import non_negative_int, positive_int
     from agentrag_verl.demo import pipeline as P
-    from agentrag_verl.demo.main import reward_curve
+    from agentrag_verl.demo.main import reward_curve, set_count
     from agentrag_verl.eval.data import load_datasets
     from agentrag_verl.eval.harness import read_results
     from agentrag_verl.eval.report import BUCKET_NOTE, bucket_table
@@ -332,8 +332,18 @@ def main() -> int:
         "--rl-known",
         type=non_negative_int,
         default=None,
-        help="Known questions among the fixed set's 10 common ones (default: known and unknown in turn, 5 each); "
-        "at most the known training questions left without a demonstration.",
+        help="Known questions among the fixed set's common ones (default: known and unknown in turn); at most the "
+        "known training questions left without a demonstration.",
+    )
+    p.add_argument(
+        "--rl-set",
+        type=set_count,
+        action="append",
+        default=[],
+        metavar="SET=N",
+        help="The fixed set's questions of one set (repeatable; default 10 of each of common, single_hop, multi_hop), "
+        "e.g. common=20 single_hop=5 multi_hop=5: more groups on common questions a step. --batch-size must divide "
+        "their sum.",
     )
     p.add_argument(
         "--rl-labels",
@@ -344,6 +354,8 @@ def main() -> int:
         "the first's, whose knowledge chose the demonstrations (runs 4-6 of docs/warmstart.md).",
     )
     args, s = parse_demo_args(p)
+    if unknown_sets := {name for name, _ in args.rl_set} - {P.COMMON_SET, *P.CORPUS_SETS}:
+        p.error(f"--rl-set names {sorted(unknown_sets)}; the sets are {P.COMMON_SET}, {', '.join(P.CORPUS_SETS)}")
     s.eval_limit = args.eval_limit
     corpus = {ds: args.corpus_demos for ds in P.CORPUS_SETS}
     s2 = dataclasses.replace(s, work_dir=Path(args.out_dir).resolve(), train_limit=None, sft_epochs=args.sft_epochs,
@@ -364,7 +376,8 @@ def main() -> int:
         rl_runs = {}
         for run, lambda_p in LAMBDAS.items() if args.rl else ():
             s3 = dataclasses.replace(s2, reward_kwargs={"lambda_p": lambda_p, "under_search_detector": True},
-                                     grpo_known_per_set=args.rl_known)  # fmt: skip
+                                     grpo_known_per_set=args.rl_known,
+                                     grpo_set_questions=dict(args.rl_set))  # fmt: skip
             try:
                 configure_rl(s3, args, DESIGNS["hiprag"]["grpo"], ppo=False)
             except ValueError as e:

@@ -318,8 +318,8 @@ def _train_limit(text: str) -> int | str:
     return "all" if text.strip().lower() == "all" else positive_int(text)
 
 
-def _set_limit(text: str) -> tuple[str, int]:
-    """argparse type of ``--demo-limit``: ``SET=N`` with N a whole number >= 0."""
+def set_count(text: str) -> tuple[str, int]:
+    """argparse type of ``SET=N`` options (``--demo-limit``) with N a whole number >= 0."""
     from agentrag_verl.cli_common import non_negative_int
 
     name, sep, n = text.partition("=")
@@ -337,7 +337,7 @@ def add_warm_start_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--demo-limit",
-        type=_set_limit,
+        type=set_count,
         action="append",
         default=[],
         metavar="SET=N",

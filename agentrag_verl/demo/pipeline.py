@@ -154,6 +154,9 @@ class PipelineSettings:
     grpo_questions_per_set: int = 10
     """With ``grpo_passes``: training questions per set, the first ones (of ``train_limit``) that have no
     demonstration, so the reward measures what RL learns rather than what SFT memorized."""
+    grpo_set_questions: dict[str, int] = field(default_factory=dict)
+    """With ``grpo_passes``: the fixed set's questions of the sets named, in place of ``grpo_questions_per_set``
+    (e.g. ``{"common": 20, "single_hop": 5, "multi_hop": 5}``): its mix of common and corpus questions."""
     grpo_known_per_set: int | None = None
     """With ``grpo_passes`` and knowledge labels (:func:`rl_knowledge`): how many of the common set's fixed-set
     questions are ones the probed policy knows, the rest unknown ones (:func:`rl_questions`); None: one of each in
@@ -213,6 +216,15 @@ class PipelineSettings:
     def reward_options(self) -> dict[str, Any]:
         """The reward manager's options: the method's local ones, then ``reward_kwargs``."""
         return {**self.method.local_reward_kwargs, **self.reward_kwargs}
+
+    def fixed_set_questions(self, dataset: str) -> int:
+        """With ``grpo_passes``: how many questions of ``dataset`` the fixed set holds."""
+        return self.grpo_set_questions.get(dataset, self.grpo_questions_per_set)
+
+    @property
+    def fixed_set_pass(self) -> int:
+        """With ``grpo_passes``: the questions of one pass over the fixed set (all three sets)."""
+        return sum(self.fixed_set_questions(ds) for ds in (COMMON_SET, *CORPUS_SETS))
 
     @property
     def reanswer_options(self) -> dict[str, str]:
@@ -655,7 +667,7 @@ def training_parquets(settings: PipelineSettings) -> tuple[Path, Path]:
 
 
 def rl_questions(settings: PipelineSettings, dataset: str, undemonstrated: Sequence[Any]) -> list[Any]:
-    """The fixed set's questions of one set (``grpo_passes``): the first ``grpo_questions_per_set`` without a
+    """The fixed set's questions of one set (``grpo_passes``): the first ``fixed_set_questions`` without a
     demonstration. With knowledge labels (:func:`rl_knowledge`) the common-knowledge ones mix questions the probed
     policy knows and questions it does not, so RL meets both: a search pays on the second kind only (the
     demonstrations took the first ones ``demo_knowledge`` marks known). They alternate one for one, or
@@ -666,7 +678,7 @@ def rl_questions(settings: PipelineSettings, dataset: str, undemonstrated: Seque
     """
     import itertools
 
-    qs, n = list(undemonstrated), settings.grpo_questions_per_set
+    qs, n = list(undemonstrated), settings.fixed_set_questions(dataset)
     if rl_knowledge(settings) and dataset == COMMON_SET:
         known_keys = known_questions(Path(rl_knowledge(settings)), "train")
         known = [q for q in qs if q.key in known_keys]
@@ -974,6 +986,33 @@ def rl_attempt(settings: PipelineSettings, name: str, fingerprint: Mapping[str, 
     return step
 
 
+RL_KEYS_SINCE = ("grpo_knowledge", "grpo_set_questions")
+"""RL settings added after runs were cached: in an RL stage's fingerprint only when set, so those runs stay valid."""
+
+
+def rl_fingerprint(settings: PipelineSettings, sft_model: Path) -> dict[str, Any]:
+    """What an RL stage's run depends on (:func:`grpo_stage`): a cached or checkpointed run with another is not
+    reused. The ``grpo_*`` settings (those of :data:`RL_KEYS_SINCE` when set), the warm start's weights, the recipe
+    and its knobs, and the agent loop's options."""
+    fingerprint = {
+        k: (str(v) if isinstance(v, Path) else v)
+        for k, v in dataclasses.asdict(settings).items()
+        if k.startswith("grpo") and (v or k not in RL_KEYS_SINCE)
+    }
+    fingerprint.update(
+        sft_model=str(sft_model),
+        sft_weights=model_stamp(sft_model),
+        response_length=settings.response_length,
+        extra_train_overrides=list(settings.extra_train_overrides),
+        recipe=str(recipe_script(settings)),
+        recipe_env=dict(settings.recipe_env),
+        max_observation_tokens=settings.max_observation_tokens,
+        reanswer_max_tokens=settings.reanswer_max_tokens,
+        **settings.reanswer_options,
+    )
+    return fingerprint
+
+
 def grpo_stage(
     settings: PipelineSettings, sft_model: Path, retriever_url: str, judge_url: str, name: str = "grpo"
 ) -> dict[str, Any]:
@@ -988,22 +1027,7 @@ def grpo_stage(
     script = recipe_script(settings)
     work = settings.work_dir / name
     summary_path = work / "train" / "summary.json"
-    fingerprint = {
-        k: (str(v) if isinstance(v, Path) else v)
-        for k, v in dataclasses.asdict(settings).items()
-        if k.startswith("grpo") and (v or k != "grpo_knowledge")  # unset: the runs cached before it stay valid
-    }
-    fingerprint.update(
-        sft_model=str(sft_model),
-        sft_weights=model_stamp(sft_model),
-        response_length=settings.response_length,
-        extra_train_overrides=list(settings.extra_train_overrides),
-        recipe=str(script),
-        recipe_env=dict(settings.recipe_env),
-        max_observation_tokens=settings.max_observation_tokens,
-        reanswer_max_tokens=settings.reanswer_max_tokens,
-        **settings.reanswer_options,
-    )
+    fingerprint = rl_fingerprint(settings, sft_model)
     if summary_path.exists() and same_rl_settings(work, fingerprint):
         previous = json.loads(summary_path.read_text())
         if previous.get("returncode") == 0 and (Path(previous.get("model", "")) / "config.json").exists():

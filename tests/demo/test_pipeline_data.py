@@ -61,6 +61,11 @@ def test_demo_knowledge_keeps_the_common_questions_the_policy_knows(tmp_path):
         rl_questions(s, "common", undemonstrated)
     s.grpo_known_per_set = None
     assert rl_questions(s, "single_hop", chosen["single_hop"]) == chosen["single_hop"][:4]  # corpus sets: in order
+    # ... each set's share of the fixed set may differ (grpo_set_questions): a pass holds their sum
+    mix = dataclasses.replace(s, grpo_set_questions={"common": 6, "single_hop": 1})
+    assert [q.id for q in rl_questions(mix, "common", undemonstrated)] == [common[i].id for i in (9, 1, 2, 4, 5, 7)]
+    assert rl_questions(mix, "single_hop", chosen["single_hop"]) == chosen["single_hop"][:1]
+    assert (s.fixed_set_pass, mix.fixed_set_pass) == (12, 11)  # multi_hop keeps grpo_questions_per_set's 4
     # the RL stage reads the labels of the policy it starts from (grpo_knowledge) where given; the demonstrations
     # keep theirs
     label(tmp_path / "probe2", lambda i: i % 2 == 0)  # known: 0, 2, 4, 6, 8, 10
@@ -330,3 +335,17 @@ def test_a_resumed_recipe_run_keeps_each_attempts_log(tmp_path):
     assert attempt("second", resumed=True) == ["first\n", "second\n"]
     assert [p.name for p in attempt_logs(tmp_path, "recipe.log")] == ["recipe.attempt1.log", "recipe.log"]
     assert attempt("anew", resumed=False) == ["anew\n"]
+
+
+def test_rl_fingerprint_holds_the_later_settings_only_when_set(tmp_path):
+    """Runs cached before ``grpo_knowledge`` and ``grpo_set_questions`` existed keep their fingerprints: the two
+    enter it only when set, and then a run with other labels or another mix is not reused."""
+    from agentrag_verl.demo.pipeline import RL_KEYS_SINCE, rl_fingerprint
+
+    s = PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR)
+    before = rl_fingerprint(s, tmp_path)
+    assert not set(RL_KEYS_SINCE) & set(before) and before["grpo_questions_per_set"] == 10
+    s.grpo_knowledge, s.grpo_set_questions = "probe", {"common": 20}
+    after = rl_fingerprint(s, tmp_path)
+    assert {k: after.pop(k) for k in RL_KEYS_SINCE} == {"grpo_knowledge": "probe", "grpo_set_questions": {"common": 20}}
+    assert after == before
