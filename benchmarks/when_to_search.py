@@ -35,14 +35,16 @@ baseline's; CEM on known questions holds; corpus questions still searched at lea
 below the baseline's; USR not above it. Each RL model is also evaluated at temperature 1, judged (one sample per
 question): the share of known questions searched against the second warm start's sampled eval and the baseline's, and
 OSR and USR, which sampling defines where greedy decoding takes no step without a search (a supplement, reported but
-not in the exit status: :func:`sampled_checks`). For the warm start and each RL model it also reads the first
-choice itself, the probability of the direct opening over the searching one on every labelled question
-(:func:`first_choice`), which shows a shift too small to flip a greedy choice, and the same for the warm start
-on the questions of its own direct and searching demonstrations (whether SFT fitted the choice where shown). Each
-run's training reward is checked as ``benchmarks/learning.py`` checks it (last 5 steps against the first 5, paired
-over the fixed set's questions). ``--reanswer-mode closed_book`` has the policy re-answer through its no-search path
-(``docs/methods/hiprag.md#decisions``), in HiPRAG's run and the judged evals; the baseline trains with the paper's
-re-answers, which do not enter its reward at λp = 0.
+not in the exit status: :func:`sampled_checks`; ``--no-sampled`` leaves out every eval at temperature 1 and
+build item 4's sampled targets). ``--rl-runs hiprag`` trains HiPRAG's run alone, a scouting run that fits one
+session: it checks the claims against the warm start and fails ``every_claim_checked``. For the warm start and
+each RL model it also reads the first choice itself, the probability of the direct opening over the searching
+one on every labelled question (:func:`first_choice`), which shows a shift too small to flip a greedy choice, and
+the same for the warm start on the questions of its own direct and searching demonstrations (whether SFT fitted
+the choice where shown). Each run's training reward is checked as ``benchmarks/learning.py`` checks it (last 5
+steps against the first 5, paired over the fixed set's questions). ``--reanswer-mode closed_book`` has the
+policy re-answer through its no-search path (``docs/methods/hiprag.md#decisions``), in HiPRAG's run and the judged
+evals; the baseline trains with the paper's re-answers, which do not enter its reward at λp = 0.
 
 Writes ``<out-dir>/when_to_search.json``. Not part of CI (about 45 min on 2 cores with the demo's warm start cached;
 ``--rl`` adds about 100 min per run: 20 steps of 230-280 s, then two judged evals); figures in docs/warmstart.md,
@@ -56,6 +58,7 @@ Usage (after ``make demo``)::
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
@@ -100,16 +103,21 @@ def pooled_direct(buckets: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"direct": n, "well_formed": ok, "share": round(ok / n, 4) if n else None}
 
 
-def targets(greedy: dict[str, Any], sampled: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Build item 4's checks on the second warm start's eval rows (greedy and at temperature 1)."""
-    direct = pooled_direct(sampled["buckets"])
-    survives = direct["direct"] >= DIRECT_SAMPLED_MIN and (direct["share"] or 0.0) >= DIRECT_WELL_FORMED_MIN
-    out = {"direct_path_survives_sampling": {**direct, "min": DIRECT_WELL_FORMED_MIN,
-                                             "min_direct": DIRECT_SAMPLED_MIN, "pass": survives}}  # fmt: skip
+def targets(greedy: dict[str, Any], sampled: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Build item 4's checks on the second warm start's eval rows (greedy and at temperature 1; without the
+    sampled eval, the greedy checks only)."""
+    out = {}
+    if sampled:
+        direct = pooled_direct(sampled["buckets"])
+        survives = direct["direct"] >= DIRECT_SAMPLED_MIN and (direct["share"] or 0.0) >= DIRECT_WELL_FORMED_MIN
+        out["direct_path_survives_sampling"] = {**direct, "min": DIRECT_WELL_FORMED_MIN,
+                                                "min_direct": DIRECT_SAMPLED_MIN, "pass": survives}  # fmt: skip
     sizes = {b: m["n"] for b, m in greedy["buckets"].items()}
     out["buckets_of_30"] = {"sizes": sizes, "min": BUCKET_MIN,
                             "pass": len(sizes) == 3 and min(sizes.values()) >= BUCKET_MIN}  # fmt: skip
     for name, row in (("greedy", greedy), ("sampled", sampled)):
+        if row is None:
+            continue
         searched = row["buckets"].get("corpus", {}).get("searched")
         out[f"corpus_searched_{name}"] = {"searched": searched, "min": CORPUS_SEARCHED_MIN,
                                           "pass": (searched or 0.0) >= CORPUS_SEARCHED_MIN}  # fmt: skip
@@ -154,9 +162,11 @@ def known_searched(records: dict[str, list[dict[str, Any]]], before: str, after:
 
 def judged_rates(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """HiPRAG's OSR below the baseline's and its USR not above it (Eq. 2), from the eval records of ``baseline`` and
-    ``hiprag``; a rate neither eval can measure (no step of its kind) fails."""
+    ``hiprag``; a rate neither eval can measure (no step of its kind) fails. Empty without both runs."""
     from agentrag_verl.eval.metrics import aggregate
 
+    if not {"baseline", "hiprag"} <= records.keys():
+        return {}
     averages = {n: aggregate(records[n])["average"] for n in ("baseline", "hiprag")}
     osr = {n: averages[n].get("hiprag_osr") for n in ("baseline", "hiprag")}
     usr = {n: averages[n].get("hiprag_usr") for n in ("baseline", "hiprag")}
@@ -166,42 +176,55 @@ def judged_rates(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
+EXPERIMENT_CLAIMS = ("known_searched_drops", "known_cem_holds", "corpus_still_searched", "osr_below_baseline",
+                     "cem_not_below_baseline", "usr_not_above_baseline")  # fmt: skip
+"""The issue's claims, as :func:`experiment_checks` names them."""
+
+
 def experiment_checks(records: dict[str, list[dict[str, Any]]], rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The issue's claims from the greedy eval ``records`` and stage ``rows`` of ``warm``, ``baseline`` (λp = 0) and
-    ``hiprag`` (λp = 0.4), all on the same labelled test rows."""
+    ``hiprag`` (λp = 0.4), all on the same labelled test rows. With one run (``--rl-runs``), the claims it can
+    check: HiPRAG's against the warm start, or none."""
     from agentrag_verl.demo.pipeline import mean_ci
     from agentrag_verl.eval.metrics import bucket_of
 
     def known_cem(name: str) -> list[float]:
         return [float(r["cem"] or 0.0) for r in records[name] if bucket_of(r) == "known"]
 
+    if "hiprag" not in records:
+        return {}
     rates = judged_rates(records)
     cem_w, ci_w = mean_ci(known_cem("warm"))
     cem_h, _ = mean_ci(known_cem("hiprag"))
     corpus = rows["hiprag"]["buckets"].get("corpus", {}).get("searched")
-    cem_b, cem_a = rows["baseline"]["cem"], rows["hiprag"]["cem"]
-    return {
+    checks = {
         "known_searched_drops": known_searched(records, "warm", "hiprag"),
-        "osr_below_baseline": rates["osr_below_baseline"],
         "known_cem_holds": {"warm": [cem_w, ci_w], "hiprag": cem_h,
                             "pass": cem_h is not None and cem_w is not None and cem_h >= cem_w - (ci_w or 0.0)},
         "corpus_still_searched": {"searched": corpus, "min": CORPUS_SEARCHED_MIN,
                                   "pass": (corpus or 0.0) >= CORPUS_SEARCHED_MIN},
-        "cem_not_below_baseline": {"baseline": cem_b, "hiprag": cem_a, "pass": cem_a[0] >= cem_b[0] - (cem_b[1] or 0)},
-        "usr_not_above_baseline": rates["usr_not_above_baseline"],
     }  # fmt: skip
+    if rates:
+        cem_b, cem_a = rows["baseline"]["cem"], rows["hiprag"]["cem"]
+        checks |= {"osr_below_baseline": rates["osr_below_baseline"],
+                   "cem_not_below_baseline": {"baseline": cem_b, "hiprag": cem_a,
+                                              "pass": cem_a[0] >= cem_b[0] - (cem_b[1] or 0)},
+                   "usr_not_above_baseline": rates["usr_not_above_baseline"]}  # fmt: skip
+    return checks
 
 
 def sampled_checks(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """A supplement to :func:`experiment_checks` at temperature 1 (one sample per question), from the eval records of
     ``warm`` (the second warm start), ``baseline`` and ``hiprag``, the RL runs' judged. Greedy decoding shows a
     change of path only where it flips the likelier opening; sampling shows the share moving below that, and it takes
-    steps without a search, so USR is defined. Reported, not part of the exit status."""
-    return {
-        "known_searched_drops": known_searched(records, "warm", "hiprag"),
-        "known_searched_below_baseline": known_searched(records, "baseline", "hiprag"),
-        **judged_rates(records),
-    }
+    steps without a search, so USR is defined. Reported, not part of the exit status. With one run, what it can
+    check (as :func:`experiment_checks`)."""
+    if "hiprag" not in records:
+        return {}
+    checks = {"known_searched_drops": known_searched(records, "warm", "hiprag")}
+    if "baseline" in records:
+        checks["known_searched_below_baseline"] = known_searched(records, "baseline", "hiprag")
+    return checks | judged_rates(records)
 
 
 def first_choice(
@@ -327,6 +350,21 @@ def main() -> int:
     p.add_argument("--samples", type=int, default=4, help="Probe: sampled closed-book answers per question.")
     p.add_argument("--eval-limit", type=int, default=None, help="Test questions per set (default: all).")
     p.add_argument("--rl", action="store_true", help="Then the two RL runs, λp = 0 and λp = 0.4 (module docstring).")
+    p.add_argument(
+        "--rl-runs",
+        nargs="+",
+        choices=list(LAMBDAS),
+        default=list(LAMBDAS),
+        help="With --rl, which of the two runs to train (default both; one checks only the claims it can: HiPRAG's "
+        "against the warm start).",
+    )
+    p.add_argument(
+        "--sampled",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Evaluate the warm starts and the RL models at temperature 1 too (--no-sampled: greedy only, about "
+        "6 minutes less per model; build item 4's sampled targets are then not checked).",
+    )
     add_rl_args(p)
     p.add_argument(
         "--rl-known",
@@ -374,7 +412,8 @@ def main() -> int:
         walls.mark("probe first warm start (train)", t)
         s2.demo_knowledge = probe1["out"]
         rl_runs = {}
-        for run, lambda_p in LAMBDAS.items() if args.rl else ():
+        for run in args.rl_runs if args.rl else ():
+            lambda_p = LAMBDAS[run]
             s3 = dataclasses.replace(s2, reward_kwargs={"lambda_p": lambda_p, "under_search_detector": True},
                                      grpo_known_per_set=args.rl_known,
                                      grpo_set_questions=dict(args.rl_set))  # fmt: skip
@@ -411,8 +450,8 @@ def main() -> int:
             check_fixed_set()
         labelled = load_datasets([probe2["out"]], split="test")
         rows = {}
-        for name, model, temperature in (("warm2_greedy", warm2, 0.0), ("warm2_t1", warm2, 1.0),
-                                         ("warm1_t1", warm1, 1.0)):  # fmt: skip
+        evals = [("warm2_greedy", warm2, 0.0)] + [("warm2_t1", warm2, 1.0), ("warm1_t1", warm1, 1.0)] * args.sampled
+        for name, model, temperature in evals:
             t = time.perf_counter()
             rows[name] = P.eval_stage(name, model, s2, url, judge_url, datasets=labelled, temperature=temperature,
                                       judged=args.rl and temperature == 0)  # fmt: skip
@@ -425,10 +464,12 @@ def main() -> int:
             t = time.perf_counter()
             after = P.eval_stage(run, Path(rl["model"]), s3, url, judge_url, datasets=labelled, judged=True)
             walls.mark(f"eval {run}", t)
-            t = time.perf_counter()
-            sampled = P.eval_stage(f"{run}_t1", Path(rl["model"]), s3, url, judge_url, datasets=labelled,
-                                   temperature=1.0, judged=True)  # fmt: skip
-            walls.mark(f"eval {run}_t1", t)
+            sampled = None
+            if args.sampled:
+                t = time.perf_counter()
+                sampled = P.eval_stage(f"{run}_t1", Path(rl["model"]), s3, url, judge_url, datasets=labelled,
+                                       temperature=1.0, judged=True)  # fmt: skip
+                walls.mark(f"eval {run}_t1", t)
             searches = P.rollout_searches(s3, run)
             rewards = [c["mean"] for c in reward_curve(rl) if c["mean"] is not None]
             rise = reward_rise(rewards, {c["step"]: c for c in searches}, paired=args.fixed_set)
@@ -464,11 +505,11 @@ def main() -> int:
     print(f"Second warm start: demonstrations per set {n_demos}; kept {demos['kept']} of {demos['trajectories']}")
     print(f"\nBy bucket (labels of the second warm start's probe). {BUCKET_NOTE}")
     print(bucket_table({name: row["buckets"] for name, row in rows.items()}, label="eval"))
-    checks = targets(rows["warm2_greedy"], rows["warm2_t1"])
-    before = pooled_direct(rows["warm1_t1"]["buckets"])
-    print(
-        f"\nFirst warm start at T=1: {before['well_formed']} of {before['direct']} no-search trajectories well-formed"
-    )
+    checks = targets(rows["warm2_greedy"], rows.get("warm2_t1"))
+    before = pooled_direct(rows["warm1_t1"]["buckets"]) if args.sampled else None
+    if before:
+        print(f"\nFirst warm start at T=1: {before['well_formed']} of {before['direct']} no-search trajectories "
+              "well-formed")  # fmt: skip
     print_checks(checks, "Checks (second warm start)")
     print("\nP(direct opening) at the first step, mean per bucket (change from the warm start, paired: mean, SE):")
     for name, by_bucket in first_choices.items():
@@ -492,10 +533,12 @@ def main() -> int:
 
         records = eval_records({"warm": "warm2_greedy", **{run: run for run in runs}})
         rises = {f"reward_rises_{run}": r["reward_rise"] for run, r in runs.items() if r["reward_rise"]}
-        sampled = {"warm": rows["warm2_t1"], **{run: r["sampled"] for run, r in runs.items()}}
-        print("\nSampled at temperature 1, one answer per question:")
-        print(bucket_table({name: row["buckets"] for name, row in sampled.items()}, label="eval (T=1)"))
-        records_t1 = eval_records({"warm": "warm2_t1", **{run: f"{run}_t1" for run in runs}})
+        records_t1 = {}
+        if args.sampled:
+            sampled = {"warm": rows["warm2_t1"], **{run: r["sampled"] for run, r in runs.items()}}
+            print("\nSampled at temperature 1, one answer per question:")
+            print(bucket_table({name: row["buckets"] for name, row in sampled.items()}, label="eval (T=1)"))
+            records_t1 = eval_records({"warm": "warm2_t1", **{run: f"{run}_t1" for run in runs}})
         experiment = {
             "checks": {**experiment_checks(records, final), **rises},
             "sampled_checks": sampled_checks(records_t1),
@@ -512,8 +555,14 @@ def main() -> int:
             },
         }
         print_checks(experiment["checks"], "Checks (HiPRAG's RL against the warm start and the λp = 0 baseline)")
-        print_checks(experiment["sampled_checks"], "The same at temperature 1 (a supplement, not in the exit status)")
+        if experiment["sampled_checks"]:
+            print_checks(
+                experiment["sampled_checks"], "The same at temperature 1 (a supplement, not in the exit status)"
+            )
         checks.update(experiment["checks"])
+        if missing := [c for c in EXPERIMENT_CLAIMS if c not in checks]:  # --rl-runs left a run out
+            print(f"  not checked (--rl-runs {' '.join(args.rl_runs)}): {', '.join(missing)}")
+            checks["every_claim_checked"] = {"not_checked": missing, "pass": False}
     print("wall time (s):", json.dumps(walls))
     out = {"command": "python benchmarks/when_to_search.py " + " ".join(sys.argv[1:]), "probe_warm1_train": probe1,
            "probe_warm2_test": probe2, "probe_warm2_train": probe2_train, "demonstrations": n_demos, "evals": rows,

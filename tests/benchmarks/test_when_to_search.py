@@ -34,6 +34,8 @@ def test_targets_pool_the_no_search_path_and_read_the_corpus_bucket():
     assert checks["direct_path_survives_sampling"]["share"] == 0.9667 and all(c["pass"] for c in checks.values())
     greedy["buckets"]["known"] = bucket(14, 1.0, 0, None)  # run 2's known bucket
     assert not wts.targets(greedy, sampled)["buckets_of_30"]["pass"]
+    # --no-sampled: the greedy targets alone
+    assert set(wts.targets(greedy, None)) == {"buckets_of_30", "corpus_searched_greedy"}
 
 
 def record(qid: str, kind: str, known: bool, searched: bool, cem: float, over: int, under: int) -> dict:
@@ -64,6 +66,7 @@ def test_experiment_checks_read_the_issues_claims_from_eval_records():
         recs += [record(*c) for c in corpus]
     rows = {name: stage_metrics(recs, "hiprag") for name, recs in records.items()}
     checks = wts.experiment_checks(records, rows)
+    assert set(checks) == set(wts.EXPERIMENT_CLAIMS)
     drop = checks["known_searched_drops"]
     assert (drop["warm"], round(drop["hiprag"], 4), round(drop["diff"], 4), drop["questions"]) == (
         1.0,
@@ -82,6 +85,12 @@ def test_experiment_checks_read_the_issues_claims_from_eval_records():
     records["hiprag"][-2:] = [record(c[0], c[1], False, False, 0.0, 0, 1) for c in corpus]
     rows["hiprag"] = stage_metrics(records["hiprag"], "hiprag")
     assert not wts.experiment_checks(records, rows)["corpus_still_searched"]["pass"]
+    # --rl-runs hiprag: the claims against the warm start only; --rl-runs baseline: none
+    del records["baseline"], rows["baseline"]
+    assert set(wts.experiment_checks(records, rows)) == {"known_searched_drops", "known_cem_holds",
+                                                         "corpus_still_searched"}  # fmt: skip
+    records["baseline"], rows["baseline"] = records.pop("hiprag"), rows.pop("hiprag")
+    assert wts.experiment_checks(records, rows) == {}
 
 
 def test_sampled_checks_compare_with_the_warm_starts_and_the_baselines_sampled_evals():
@@ -109,6 +118,8 @@ def test_sampled_checks_compare_with_the_warm_starts_and_the_baselines_sampled_e
     assert checks["usr_not_above_baseline"] == {"baseline": None, "hiprag": 1 / 6, "pass": False}
     records["warm"] = run({0, 1}, 0, set())  # as little searching before RL: no drop
     assert not wts.sampled_checks(records)["known_searched_drops"]["pass"]
+    del records["baseline"]  # HiPRAG's run alone: against the warm start only
+    assert list(wts.sampled_checks(records)) == ["known_searched_drops"]
 
 
 @pytest.mark.parametrize("name", ["when_to_search", "learning"])
