@@ -41,7 +41,9 @@ session: it checks the claims against the warm start and fails ``every_claim_che
 each RL model it also reads the first choice itself, the probability of the direct opening over the searching
 one on every labelled question (:func:`first_choice`), which shows a shift too small to flip a greedy choice, and
 the same for the warm start on the questions of its own direct and searching demonstrations (whether SFT fitted
-the choice where shown). Each run's training reward is checked as ``benchmarks/learning.py`` checks it (last 5
+the choice where shown). ``--facts-in-corpus`` has the evals and RL runs retrieve from the mini-wiki plus a passage
+for each common fact it lacks (:func:`facts_corpus`), the setting of the paper, where a search on a question the
+policy knows finds the answer too. Each run's training reward is checked as ``benchmarks/learning.py`` checks it (last 5
 steps against the first 5, paired over the fixed set's questions). ``--reanswer-mode closed_book`` has the
 policy re-answer through its no-search path (``docs/methods/hiprag.md#decisions``), in HiPRAG's run and the judged
 evals; the baseline trains with the paper's re-answers, which do not enter its reward at λp = 0.
@@ -126,6 +128,35 @@ def targets(greedy: dict[str, Any], sampled: dict[str, Any] | None) -> dict[str,
 
 LAMBDAS = {"baseline": 0.0, "hiprag": 0.4}
 """λp of the two RL runs (HiPRAG Eq. 3; 0 = outcome and format only)."""
+
+
+FACTS_TAG = "_facts"
+"""With ``--facts-in-corpus``: the suffix of the eval and RL stages, plots and results file, so that they are cached
+apart from those retrieving from the mini-wiki alone (same out-dir, same warm start)."""
+
+
+def facts_corpus(data_dir: Path, out: Path) -> dict[str, Any]:
+    """Write to ``out`` the corpus of ``data_dir`` plus one passage per common-knowledge question (training and test)
+    that no passage states (empty ``supporting_ids``): titled with its first gold answer, the question and then
+    "The answer is <gold>.". The mini-wiki states most common facts nowhere, so a search on them retrieves nothing
+    that helps and the outcome reward alone pays for answering them directly; with every fact retrievable, as in
+    Wikipedia, a search on a question the policy knows is right as often as the direct answer, and only HiPRAG's
+    process bonus pays for leaving it out (docs/warmstart.md, section 7.14). Returns ``{"corpus", "passages",
+    "added"}``.
+    """
+    from agentrag_verl.data.corpus import Passage, load_corpus, load_qa, write_corpus
+
+    passages = load_corpus(data_dir / "corpus.jsonl")
+    added = [
+        Passage(id=f"fact_common_{split}_{row['id']}", title=row["golden_answers"][0],
+                text=f"{row['question']} The answer is {row['golden_answers'][0]}.")
+        for split in ("train", "test")
+        if (data_dir / "common" / f"{split}.jsonl").is_file()
+        for row in load_qa(data_dir / "common" / f"{split}.jsonl")
+        if not (row.get("metadata") or {}).get("supporting_ids")
+    ]  # fmt: skip
+    write_corpus(passages + added, out)
+    return {"corpus": str(out), "passages": len(passages) + len(added), "added": len(added)}
 
 
 def training_settings(s: Any, paper_tokens: int) -> Any:
@@ -286,9 +317,11 @@ def first_choice_table(choices: dict[str, dict[str, float]], records: list[dict[
     }  # fmt: skip
 
 
-def plot_experiment(curves: dict[str, list[dict[str, Any]]], rows: dict[str, dict[str, Any]], out: Path) -> list[Path]:
-    """``search_rate_per_step.png`` (per run and bucket: share of trajectories that searched, per step) and
-    ``accuracy_vs_searches.png`` (per eval and bucket: CEM against searches per question)."""
+def plot_experiment(
+    curves: dict[str, list[dict[str, Any]]], rows: dict[str, dict[str, Any]], out: Path, tag: str = ""
+) -> list[Path]:
+    """``search_rate_per_step<tag>.png`` (per run and bucket: share of trajectories that searched, per step) and
+    ``accuracy_vs_searches<tag>.png`` (per eval and bucket: CEM against searches per question)."""
     from agentrag_verl.eval.report import _pyplot
 
     plt = _pyplot()
@@ -303,7 +336,7 @@ def plot_experiment(curves: dict[str, list[dict[str, Any]]], rows: dict[str, dic
                         label=f"{run} (λp={LAMBDAS[run]}): {bucket}")  # fmt: skip
     ax.set(xlabel="training step", ylabel="trajectories with a search", ylim=(-0.05, 1.05))
     ax.legend(fontsize=7)
-    paths = [out / "search_rate_per_step.png"]
+    paths = [out / f"search_rate_per_step{tag}.png"]
     fig.savefig(paths[0], dpi=120, bbox_inches="tight")
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, row in rows.items():
@@ -311,7 +344,7 @@ def plot_experiment(curves: dict[str, list[dict[str, Any]]], rows: dict[str, dic
             ax.scatter(m["search_depth"], 100 * m["cem"], label=f"{name}: {bucket}")
     ax.set(xlabel="searches per question", ylabel="CEM (%)")
     ax.legend(fontsize=7)
-    paths.append(out / "accuracy_vs_searches.png")
+    paths.append(out / f"accuracy_vs_searches{tag}.png")
     fig.savefig(paths[1], dpi=120, bbox_inches="tight")
     plt.close("all")
     return paths
@@ -365,6 +398,13 @@ def main() -> int:
         help="Evaluate the warm starts and the RL models at temperature 1 too (--no-sampled: greedy only, about "
         "6 minutes less per model; build item 4's sampled targets are then not checked).",
     )
+    p.add_argument(
+        "--facts-in-corpus",
+        action="store_true",
+        help="The evals and RL runs retrieve from the mini-wiki plus a passage stating each common-knowledge fact it "
+        "lacks (facts_corpus): a search on a known question then pays as the direct answer does. The warm starts and "
+        "probes are the same; the evals, runs, plots and results file are named with the suffix _facts.",
+    )
     add_rl_args(p)
     p.add_argument(
         "--rl-known",
@@ -400,10 +440,12 @@ def main() -> int:
                              sft_choice_weight=args.choice_weight,
                              demo_limits={**s.demo_limits, **corpus, P.COMMON_SET: args.known_demos})  # fmt: skip
     set_reanswers(s2, args)  # the warm start's judged eval re-answers as the RL runs do
+    tag = FACTS_TAG if args.facts_in_corpus else ""
     walls = Walls()
     with ExitStack() as stack:
         t = time.perf_counter()
         base, url, judge_url = P.start_services(s, stack)
+        facts = None
         P.demos_stage(s, base, url)
         warm1 = Path(P.sft_stage(s, base)["model"])
         walls.mark("first warm start", t)
@@ -449,34 +491,39 @@ def main() -> int:
                 s3.grpo_knowledge = probe2_train["out"]
             check_fixed_set()
         labelled = load_datasets([probe2["out"]], split="test")
+        eval_url = url  # the evals' and RL runs' retriever
+        if args.facts_in_corpus:
+            facts = facts_corpus(s.data_dir, s2.work_dir / "facts" / "corpus.jsonl")
+            eval_url = P.start_retriever(Path(facts["corpus"]), s2.work_dir / "facts" / "index", s2.work_dir / "logs",
+                                         stack, name="retriever_facts")  # fmt: skip
         rows = {}
         evals = [("warm2_greedy", warm2, 0.0)] + [("warm2_t1", warm2, 1.0), ("warm1_t1", warm1, 1.0)] * args.sampled
         for name, model, temperature in evals:
             t = time.perf_counter()
-            rows[name] = P.eval_stage(name, model, s2, url, judge_url, datasets=labelled, temperature=temperature,
-                                      judged=args.rl and temperature == 0)  # fmt: skip
+            rows[name] = P.eval_stage(name + tag, model, s2, eval_url, judge_url, datasets=labelled,
+                                      temperature=temperature, judged=args.rl and temperature == 0)  # fmt: skip
             walls.mark(f"eval {name}", t)
         runs: dict[str, Any] = {}
         for run, s3 in rl_runs.items():
             t = time.perf_counter()
-            rl = P.grpo_stage(training_settings(s3, s.reanswer_max_tokens), warm2, url, judge_url, name=run)
+            rl = P.grpo_stage(training_settings(s3, s.reanswer_max_tokens), warm2, eval_url, judge_url, name=run + tag)
             walls.mark(f"rl {run}", t)
             t = time.perf_counter()
-            after = P.eval_stage(run, Path(rl["model"]), s3, url, judge_url, datasets=labelled, judged=True)
+            after = P.eval_stage(run + tag, Path(rl["model"]), s3, eval_url, judge_url, datasets=labelled, judged=True)
             walls.mark(f"eval {run}", t)
             sampled = None
             if args.sampled:
                 t = time.perf_counter()
-                sampled = P.eval_stage(f"{run}_t1", Path(rl["model"]), s3, url, judge_url, datasets=labelled,
-                                       temperature=1.0, judged=True)  # fmt: skip
+                sampled = P.eval_stage(f"{run}_t1{tag}", Path(rl["model"]), s3, eval_url, judge_url,
+                                       datasets=labelled, temperature=1.0, judged=True)  # fmt: skip
                 walls.mark(f"eval {run}_t1", t)
-            searches = P.rollout_searches(s3, run)
+            searches = P.rollout_searches(s3, run + tag)
             rewards = [c["mean"] for c in reward_curve(rl) if c["mean"] is not None]
             rise = reward_rise(rewards, {c["step"]: c for c in searches}, paired=args.fixed_set)
             runs[run] = {"settings": s3, "train": rl, "after": after, "sampled": sampled, "curve": searches,
                          "reward_rise": rise}  # fmt: skip
         t = time.perf_counter()
-        labelled_records = list(read_results(P.eval_results(s2, "warm2_greedy")).values())
+        labelled_records = list(read_results(P.eval_results(s2, "warm2_greedy" + tag)).values())
         test_questions = {f"{r['dataset']}/{r['id']}": r["question"] for r in labelled_records}
         models = {"warm": warm2, **{run: Path(r["train"]["model"]) for run, r in runs.items()}}
         # the warm start also on its own demonstrations' questions: did SFT fit the choice where it was shown?
@@ -499,6 +546,9 @@ def main() -> int:
 
     print("\nKnowledge probe, first warm start, common training questions:", json.dumps(probe1["datasets"]))
     print("Knowledge probe, second warm start, test sets:", json.dumps(probe2["datasets"]))
+    if facts:
+        print(f"Evals and RL retrieve from {facts['corpus']}: {facts['passages']} passages, {facts['added']} of them "
+              "added to state a common-knowledge fact")  # fmt: skip
     if probe2_train:
         print("Knowledge probe, second warm start, common training questions:", json.dumps(probe2_train["datasets"]))
     n_demos = {ds: len(qs) for ds, qs in demo_sets.items()}
@@ -529,7 +579,9 @@ def main() -> int:
         print(bucket_table({name: row["buckets"] for name, row in final.items()}, label="eval"))
 
         def eval_records(stages: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
-            return {name: list(read_results(P.eval_results(s2, stage)).values()) for name, stage in stages.items()}
+            return {
+                name: list(read_results(P.eval_results(s2, stage + tag)).values()) for name, stage in stages.items()
+            }
 
         records = eval_records({"warm": "warm2_greedy", **{run: run for run in runs}})
         rises = {f"reward_rises_{run}": r["reward_rise"] for run, r in runs.items() if r["reward_rise"]}
@@ -542,7 +594,9 @@ def main() -> int:
         experiment = {
             "checks": {**experiment_checks(records, final), **rises},
             "sampled_checks": sampled_checks(records_t1),
-            "plots": [str(x) for x in plot_experiment({k: r["curve"] for k, r in runs.items()}, final, s2.work_dir)],
+            "plots": [
+                str(x) for x in plot_experiment({k: r["curve"] for k, r in runs.items()}, final, s2.work_dir, tag)
+            ],
             "runs": {
                 run: {
                     "curve": r["curve"],
@@ -567,8 +621,8 @@ def main() -> int:
     out = {"command": "python benchmarks/when_to_search.py " + " ".join(sys.argv[1:]), "probe_warm1_train": probe1,
            "probe_warm2_test": probe2, "probe_warm2_train": probe2_train, "demonstrations": n_demos, "evals": rows,
            "checks": checks, "warm1_t1_direct": before, "first_choice": first_choices, "bucket_sizes": buckets,
-           "experiment": experiment, "walls": walls}  # fmt: skip
-    path = s2.work_dir / "when_to_search.json"
+           "experiment": experiment, "facts_corpus": facts, "walls": walls}  # fmt: skip
+    path = s2.work_dir / f"when_to_search{tag}.json"
     path.write_text(json.dumps(out, indent=1, default=str))
     print(f"results: {path}")
     return 0 if all(c["pass"] for c in checks.values()) else 1

@@ -42,6 +42,7 @@ from agentrag_verl.stats import mean_se
 __all__ = [
     "PipelineSettings",
     "build_index",
+    "start_retriever",
     "start_services",
     "stage_metrics",
     "eval_stage",
@@ -305,15 +306,13 @@ def model_stamp(model_dir: Path) -> list[list[Any]]:
     return [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in sorted(Path(model_dir).glob("*.safetensors"))]
 
 
-def build_index(settings: PipelineSettings, log_dir: Path) -> Path:
-    """MiniLM Flat index of the mini-wiki corpus (``retriever_server build`` skips a complete build of the same
-    corpus and model)."""
+def build_index(corpus: Path, index: Path, log: Path) -> Path:
+    """MiniLM Flat index of ``corpus`` in the folder ``index`` (``retriever_server build`` skips a complete build of
+    the same corpus and model); the build's output goes to ``log``."""
     from agentrag_verl.demo.models import minilm_path
 
-    index = settings.work_dir / "index"
-    cmd = [sys.executable, "-m", "retriever_server", "build", "--corpus", str(settings.data_dir / "corpus.jsonl"),
-           "--model", minilm_path(), "--retriever-name", "mean", "--out", str(index), "--no-progress"]  # fmt: skip
-    log = log_dir / "index_build.log"
+    cmd = [sys.executable, "-m", "retriever_server", "build", "--corpus", str(corpus), "--model", minilm_path(),
+           "--retriever-name", "mean", "--out", str(index), "--no-progress"]  # fmt: skip
     with open(log, "w") as f:
         result = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if result.returncode != 0:
@@ -321,24 +320,31 @@ def build_index(settings: PipelineSettings, log_dir: Path) -> Path:
     return index
 
 
-def start_services(settings: PipelineSettings, stack: ExitStack) -> tuple[Path, str, str]:
-    """SmolLM2 as a Hugging Face folder, the index, the retriever server and the stand-in judge (stopped when
-    ``stack`` closes). Returns ``(base_model, retriever_url, judge_url)``."""
-    from agentrag_verl.demo.models import convert_smollm2
+def start_retriever(corpus: Path, index: Path, logs: Path, stack: ExitStack, name: str = "retriever") -> str:
+    """Index ``corpus`` in ``index`` (:func:`build_index`) and serve it on 127.0.0.1 until ``stack`` closes (logs
+    ``<logs>/<name>_index.log`` and ``<logs>/<name>.log``). Returns the ``/retrieve`` URL."""
     from agentrag_verl.demo.servers import BackgroundServer, free_port, retriever_command
+
+    build_index(corpus, index, logs / f"{name}_index.log")
+    port = free_port()
+    server = BackgroundServer(name, retriever_command(index, port), f"http://127.0.0.1:{port}/health",
+                              logs / f"{name}.log", env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    stack.enter_context(server)
+    return f"http://127.0.0.1:{port}/retrieve"
+
+
+def start_services(settings: PipelineSettings, stack: ExitStack) -> tuple[Path, str, str]:
+    """SmolLM2 as a Hugging Face folder, the mini-wiki's retriever (:func:`start_retriever`) and the stand-in judge
+    (stopped when ``stack`` closes). Returns ``(base_model, retriever_url, judge_url)``."""
+    from agentrag_verl.demo.models import convert_smollm2
     from agentrag_verl.standin import StandInJudge
 
     logs = settings.work_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     base_model = convert_smollm2(settings.work_dir / "smollm2")
-    index = build_index(settings, logs)
-    port = free_port()
-    ready = f"http://127.0.0.1:{port}/health"
-    server = BackgroundServer("retriever", retriever_command(index, port), ready, logs / "retriever.log",
-                              env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
-    stack.enter_context(server)
+    url = start_retriever(settings.data_dir / "corpus.jsonl", settings.work_dir / "index", logs, stack)
     judge = stack.enter_context(StandInJudge())
-    return base_model, f"http://127.0.0.1:{port}/retrieve", judge.base_url
+    return base_model, url, judge.base_url
 
 
 def load_split(settings: PipelineSettings, split: str, limit: int | None) -> dict[str, list[Any]]:

@@ -188,3 +188,31 @@ def test_first_choice_weighs_the_two_openings_of_the_teacher_templates(tiny_mode
     table = wts.first_choice_table({"warm": p, "rl": {k: v + 0.1 for k, v in p.items()}}, recs)
     assert table["warm"]["known"] == {"n": 1, "p_direct": round(p["common/k0"], 4)}
     assert table["rl"]["corpus"]["n"] == 1 and table["rl"]["corpus"]["change"][0] == pytest.approx(0.1)
+
+
+def test_facts_corpus_states_each_common_fact_the_corpus_lacks(tmp_path):
+    import json
+
+    from agentrag_verl.data.corpus import load_corpus
+
+    wts = load("when_to_search")
+    (tmp_path / "common").mkdir()
+    (tmp_path / "corpus.jsonl").write_text(
+        json.dumps({"id": "0", "contents": '"Paris"\nParis is the capital of France.'}) + "\n"
+    )
+    rows = {"test": [{"id": "t0", "question": "What is the capital of France?", "golden_answers": ["Paris"],
+                      "metadata": {"supporting_ids": ["0"]}},
+                     {"id": "t1", "question": "What colour is grass?", "golden_answers": ["green", "Green"],
+                      "metadata": {"supporting_ids": []}}],
+            "train": [{"id": "r0", "question": "How many legs has a spider?",
+                       "golden_answers": ["eight"]}]}  # fmt: skip
+    for split, qa in rows.items():
+        (tmp_path / "common" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in qa))
+    out = tmp_path / "facts" / "corpus.jsonl"
+    assert wts.facts_corpus(tmp_path, out) == {"corpus": str(out), "passages": 3, "added": 2}
+    passages = load_corpus(out)
+    assert [(p.id, p.title, p.text) for p in passages] == [
+        ("0", "Paris", "Paris is the capital of France."),
+        ("fact_common_train_r0", "eight", "How many legs has a spider? The answer is eight."),
+        ("fact_common_test_t1", "green", "What colour is grass? The answer is green."),
+    ]
