@@ -43,8 +43,11 @@ one on every labelled question (:func:`first_choice`), which shows a shift too s
 the same for the warm start on the questions of its own direct and searching demonstrations (whether SFT fitted
 the choice where shown). ``--facts-in-corpus`` has the evals and RL runs retrieve from the mini-wiki plus a passage
 for each common fact it lacks (:func:`facts_corpus`), the setting of the paper, where a search on a question the
-policy knows finds the answer too. Each run's training reward is checked as ``benchmarks/learning.py`` checks it (last 5
-steps against the first 5, paired over the fixed set's questions). ``--reanswer-mode closed_book`` has the
+policy knows finds the answer too; with it, ``--unknown-demos`` gives the second warm start searching
+demonstrations on common training questions the first does not know as well (:func:`pipeline.searched_common`),
+so that SFT shows the choice to search depending on what the policy knows, not on the kind of question. Each
+run's training reward is checked as ``benchmarks/learning.py`` checks it (last 5 steps against the first 5, paired
+over the fixed set's questions). ``--reanswer-mode closed_book`` has the
 policy re-answer through its no-search path (``docs/methods/hiprag.md#decisions``), in HiPRAG's run and the judged
 evals; the baseline trains with the paper's re-answers, which do not enter its reward at λp = 0.
 
@@ -357,6 +360,10 @@ def main() -> int:
     from agentrag_verl.eval.data import load_datasets
     from agentrag_verl.eval.harness import read_results
     from agentrag_verl.eval.report import BUCKET_NOTE, bucket_table
+    from agentrag_verl.warmstart.teacher import plan_from_row
+
+    def searching(q: Any) -> bool:  # whether a demonstration's plan searches
+        return plan_from_row(q.question, q.golden_answers, q.metadata).needs_search
 
     p = demo_parser(__doc__)
     p.add_argument("--out-dir", default="outputs/when_to_search", help="The second warm start, probes and evals.")
@@ -405,6 +412,16 @@ def main() -> int:
         "lacks (facts_corpus): a search on a known question then pays as the direct answer does. The warm starts and "
         "probes are the same; the evals, runs, plots and results file are named with the suffix _facts.",
     )
+    p.add_argument(
+        "--unknown-demos",
+        type=non_negative_int,
+        default=0,
+        help="With --facts-in-corpus: the second warm start also gets searching demonstrations on this many common "
+        "training questions the first warm start does not know (the teacher searches the question and concludes from "
+        "the passage stating its fact; its demonstrations retrieve from the facts corpus), so its choice to search is "
+        "shown to depend on what it knows, not on the kind of question (docs/warmstart.md, section 7.15). Use a new "
+        "--out-dir: the warm start differs.",
+    )
     add_rl_args(p)
     p.add_argument(
         "--rl-known",
@@ -434,10 +451,13 @@ def main() -> int:
     args, s = parse_demo_args(p)
     if unknown_sets := {name for name, _ in args.rl_set} - {P.COMMON_SET, *P.CORPUS_SETS}:
         p.error(f"--rl-set names {sorted(unknown_sets)}; the sets are {P.COMMON_SET}, {', '.join(P.CORPUS_SETS)}")
+    if args.unknown_demos and not args.facts_in_corpus:
+        p.error("--unknown-demos needs --facts-in-corpus: the mini-wiki states 282 of the 381 common facts nowhere, so "
+                "the teacher's searches on unknown common questions would find nothing to conclude")  # fmt: skip
     s.eval_limit = args.eval_limit
     corpus = {ds: args.corpus_demos for ds in P.CORPUS_SETS}
     s2 = dataclasses.replace(s, work_dir=Path(args.out_dir).resolve(), train_limit=None, sft_epochs=args.sft_epochs,
-                             sft_choice_weight=args.choice_weight,
+                             sft_choice_weight=args.choice_weight, demo_unknown_searches=args.unknown_demos,
                              demo_limits={**s.demo_limits, **corpus, P.COMMON_SET: args.known_demos})  # fmt: skip
     set_reanswers(s2, args)  # the warm start's judged eval re-answers as the RL runs do
     tag = FACTS_TAG if args.facts_in_corpus else ""
@@ -473,8 +493,13 @@ def main() -> int:
 
         if rl_runs and args.rl_labels == "warm1":  # checked now rather than after the second warm start
             check_fixed_set()
+        eval_url = url  # the evals' and RL runs' retriever
+        if args.facts_in_corpus:
+            facts = facts_corpus(s.data_dir, s2.work_dir / "facts" / "corpus.jsonl")
+            eval_url = P.start_retriever(Path(facts["corpus"]), s2.work_dir / "facts" / "index", s2.work_dir / "logs",
+                                         stack, name="retriever_facts")  # fmt: skip
         t = time.perf_counter()
-        demos = P.demos_stage(s2, base, url)
+        demos = P.demos_stage(s2, base, eval_url if args.unknown_demos else url)
         sft2 = P.sft_stage(s2, base)
         warm2 = Path(sft2["model"])
         walls.mark("second warm start", t)
@@ -491,11 +516,6 @@ def main() -> int:
                 s3.grpo_knowledge = probe2_train["out"]
             check_fixed_set()
         labelled = load_datasets([probe2["out"]], split="test")
-        eval_url = url  # the evals' and RL runs' retriever
-        if args.facts_in_corpus:
-            facts = facts_corpus(s.data_dir, s2.work_dir / "facts" / "corpus.jsonl")
-            eval_url = P.start_retriever(Path(facts["corpus"]), s2.work_dir / "facts" / "index", s2.work_dir / "logs",
-                                         stack, name="retriever_facts")  # fmt: skip
         rows = {}
         evals = [("warm2_greedy", warm2, 0.0)] + [("warm2_t1", warm2, 1.0), ("warm1_t1", warm1, 1.0)] * args.sampled
         for name, model, temperature in evals:
@@ -528,8 +548,10 @@ def main() -> int:
         models = {"warm": warm2, **{run: Path(r["train"]["model"]) for run, r in runs.items()}}
         # the warm start also on its own demonstrations' questions: did SFT fit the choice where it was shown?
         demo_sets = P.demo_questions(s2)
-        shown = {kind: {q.key: q.question for ds in sets for q in demo_sets.get(ds, [])}
-                 for kind, sets in (("direct", [P.COMMON_SET]), ("searching", P.CORPUS_SETS))}  # fmt: skip
+        kinds = (("direct", [P.COMMON_SET], False), ("searching common", [P.COMMON_SET], True),
+                 ("searching", P.CORPUS_SETS, True))  # fmt: skip
+        shown = {kind: {q.key: q.question for ds in sets for q in demo_sets.get(ds, []) if searching(q) == searched}
+                 for kind, sets, searched in kinds}  # fmt: skip
         demo_texts = {key: text for texts in shown.values() for key, text in texts.items()}
         choices = {name: first_choice(m, test_questions | (demo_texts if name == "warm" else {}), s2.format,
                                       s2.prompt_name) for name, m in models.items()}  # fmt: skip

@@ -116,6 +116,12 @@ class PipelineSettings:
     """A knowledge probe's folder for the training split (:func:`knowledge_stage`): a common-knowledge question gets a
     (direct-answer) demonstration only when the probed policy knows it, so the warm start learns to skip the search
     where its own answer is right (issue "searching only when needed"); empty: every common question of the caps."""
+    demo_unknown_searches: int = 0
+    """With ``demo_knowledge``: this many common questions the probed policy does *not* know get a searching
+    demonstration too (:func:`searched_common`), beside the direct ones on known questions, so the warm start's choice
+    to search is shown to depend on what it knows rather than on the kind of question. The retriever of the
+    demonstrations must then hold each common fact (``benchmarks/when_to_search.py --facts-in-corpus``); the teacher
+    gives up, and the writer drops the demonstration, where it finds none."""
     demo_samples: int = 1
     sft_epochs: int = 2
     sft_batch_size: int = 8
@@ -325,6 +331,7 @@ def start_retriever(corpus: Path, index: Path, logs: Path, stack: ExitStack, nam
     ``<logs>/<name>_index.log`` and ``<logs>/<name>.log``). Returns the ``/retrieve`` URL."""
     from agentrag_verl.demo.servers import BackgroundServer, free_port, retriever_command
 
+    logs.mkdir(parents=True, exist_ok=True)
     build_index(corpus, index, logs / f"{name}_index.log")
     port = free_port()
     server = BackgroundServer(name, retriever_command(index, port), f"http://127.0.0.1:{port}/health",
@@ -339,10 +346,9 @@ def start_services(settings: PipelineSettings, stack: ExitStack) -> tuple[Path, 
     from agentrag_verl.demo.models import convert_smollm2
     from agentrag_verl.standin import StandInJudge
 
-    logs = settings.work_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
     base_model = convert_smollm2(settings.work_dir / "smollm2")
-    url = start_retriever(settings.data_dir / "corpus.jsonl", settings.work_dir / "index", logs, stack)
+    url = start_retriever(settings.data_dir / "corpus.jsonl", settings.work_dir / "index", settings.work_dir / "logs",
+                          stack)  # fmt: skip
     judge = stack.enter_context(StandInJudge())
     return base_model, url, judge.base_url
 
@@ -515,12 +521,36 @@ def eval_results(settings: PipelineSettings, name: str) -> Path:
 
 def demo_questions(settings: PipelineSettings) -> dict[str, list[Any]]:
     """The training questions that get a demonstration: ``train_limit`` per set, the common-knowledge ones the probed
-    policy knows when ``demo_knowledge`` is set, then ``demo_limits``."""
+    policy knows when ``demo_knowledge`` is set, then ``demo_limits``; after those common ones, the first
+    ``demo_unknown_searches`` it does not know, as searched questions (:func:`searched_common`)."""
     datasets = load_split(settings, "train", settings.train_limit)
+    searched: list[Any] = []
     if settings.demo_knowledge:
         known = known_questions(Path(settings.demo_knowledge), "train")
-        datasets[COMMON_SET] = [q for q in datasets.get(COMMON_SET, []) if q.key in known]
-    return {ds: qs[: settings.demo_limits.get(ds, len(qs))] for ds, qs in datasets.items()}
+        common = datasets.get(COMMON_SET, [])
+        datasets[COMMON_SET] = [q for q in common if q.key in known]
+        unknown = [q for q in common if q.key not in known]
+        searched = [searched_common(q) for q in unknown[: settings.demo_unknown_searches]]
+    selected = {ds: qs[: settings.demo_limits.get(ds, len(qs))] for ds, qs in datasets.items()}
+    if searched:
+        selected[COMMON_SET] = selected.get(COMMON_SET, []) + searched
+    return selected
+
+
+def searched_common(question: Any) -> Any:
+    """A common-knowledge question (a mini-wiki row with ``metadata.fact``) as the scripted teacher searches it: one
+    hop whose query is the question itself and whose conclusion is the fact
+    (:func:`~agentrag_verl.warmstart.teacher.plan_from_row`).
+
+    >>> from agentrag_verl.data.flashrag import Question
+    >>> q = Question("c1", "What is the capital of Italy?", ("Rome",), "common", "train",
+    ...              {"metadata": {"fact": "The capital of Italy is Rome."}})
+    >>> searched_common(q).metadata["metadata"]["hops"]
+    [{'query': 'What is the capital of Italy?', 'answer': 'Rome', 'fact': 'The capital of Italy is Rome.'}]
+    """
+    inner = dict(question.metadata.get("metadata") or {})
+    hop = {"query": question.question, "answer": question.golden_answers[0], "fact": inner.get("fact", "")}
+    return dataclasses.replace(question, metadata={**question.metadata, "metadata": {**inner, "hops": [hop]}})
 
 
 def rl_knowledge(settings: PipelineSettings) -> str:
@@ -577,7 +607,9 @@ def demos_stage(settings: PipelineSettings, tokenizer_dir: Path, retriever_url: 
         out_dir=str(settings.work_dir / "demos"),
         samples=settings.demo_samples,
         concurrency=16,
-        teacher=scripted_teacher_name(settings.format),
+        # a question searched here may have been answered directly in an earlier run: such records are not resumed
+        teacher=scripted_teacher_name(settings.format)
+        + ("; unknown common questions searched" if settings.demo_unknown_searches else ""),
         progress=sys.stderr.isatty(),
     )
     questions = [q for qs in datasets.values() for q in qs]

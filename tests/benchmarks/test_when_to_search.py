@@ -216,3 +216,14 @@ def test_facts_corpus_states_each_common_fact_the_corpus_lacks(tmp_path):
         ("fact_common_train_r0", "eight", "How many legs has a spider? The answer is eight."),
         ("fact_common_test_t1", "green", "What colour is grass? The answer is green."),
     ]
+
+
+def test_unknown_demos_need_the_facts_in_the_corpus(monkeypatch, capsys):
+    """The teacher's search on an unknown common question concludes only from a passage stating the fact, which the
+    mini-wiki lacks for most of them: the flag is refused without --facts-in-corpus, before anything runs."""
+    wts = load("when_to_search")
+    monkeypatch.setattr("sys.argv", ["when_to_search.py", "--unknown-demos", "18"])
+    with pytest.raises(SystemExit) as e:
+        wts.main()
+    assert e.value.code == 2
+    assert "--unknown-demos needs --facts-in-corpus" in capsys.readouterr().err

@@ -46,6 +46,14 @@ def test_demo_knowledge_keeps_the_common_questions_the_policy_knows(tmp_path):
     chosen = demo_questions(s)
     assert [q.id for q in chosen["common"]] == [common[i].id for i in (0, 3, 6)]  # known: 0, 3, 6, 9; capped at 3
     assert len(chosen["single_hop"]) == 12
+    assert not any(q.metadata["metadata"].get("hops") for q in chosen["common"])  # answered directly
+
+    # demo_unknown_searches: after them, the first unknown ones as searched questions (the cap is the known ones')
+    searched = demo_questions(dataclasses.replace(s, demo_unknown_searches=2))["common"]
+    assert [q.id for q in searched] == [common[i].id for i in (0, 3, 6, 1, 2)]
+    assert [q.metadata["metadata"].get("hops") for q in searched[3:]] == [
+        [{"query": common[i].question, "answer": common[i].golden_answers[0],
+          "fact": common[i].metadata["metadata"]["fact"]}] for i in (1, 2)]  # fmt: skip
 
     # the RL fixed set of the common questions alternates known and unknown ones among the undemonstrated
     from agentrag_verl.demo.pipeline import rl_questions, rollout_searches
@@ -87,6 +95,34 @@ def test_demo_knowledge_keeps_the_common_questions_the_policy_knows(tmp_path):
     s.demo_knowledge = str(tmp_path / "nowhere")
     with pytest.raises(FileNotFoundError, match="run the knowledge probe first"):
         demo_questions(s)
+
+
+def test_a_searched_common_question_is_searched_and_concluded_from_its_fact(tmp_path):
+    """The scripted teacher plays :func:`searched_common`'s plan as a search demonstration: it searches the question
+    itself and, once a passage states the answer, concludes the row's fact and answers; without such a passage it
+    gives up (and the writer drops the demonstration)."""
+    from agentrag_verl.demo.pipeline import load_split, searched_common
+    from agentrag_verl.warmstart.teacher import (
+        GIVE_UP_ANSWER,
+        REASON_DIRECT,
+        REASON_FIRST,
+        ScriptedTeacher,
+        plan_from_row,
+    )
+
+    q = load_split(PipelineSettings(work_dir=tmp_path, data_dir=MINI_WIKI_DIR), "train", 1)["common"][0]
+    fact, gold = q.metadata["metadata"]["fact"], q.golden_answers[0]
+    direct = plan_from_row(q.question, q.golden_answers, q.metadata)
+    plan = plan_from_row(q.question, q.golden_answers, searched_common(q).metadata)
+    assert not direct.needs_search and plan.needs_search
+    t = ScriptedTeacher("hiprag", [plan])
+    opening = t(f"Question: {q.question}\n")
+    assert REASON_FIRST in opening and REASON_DIRECT not in opening
+    assert opening.endswith(f"<search>{q.question}</search>")
+    found = t(f"Question: {q.question}\n{opening}<context>{q.question} The answer is {gold}.</context>")
+    assert fact in found and found.endswith(f"<answer>{gold}</answer>")
+    missed = t(f"Question: {q.question}\n{opening}<context>Something else entirely.</context>")
+    assert missed.endswith(f"<answer>{GIVE_UP_ANSWER}</answer>")
 
 
 def test_sft_data_is_the_selection_in_writer_order(tmp_path):
