@@ -1,4 +1,4 @@
-"""The token-reward dump of ``train-local --dump-token-rewards`` (used in tests/rewards/test_main_ppo_rewards.py)."""
+"""The token-reward dump of ``train-local --dump-token-rewards`` (used in tests/rewards/test_main_ppo_autosearch.py)."""
 
 from __future__ import annotations
 
