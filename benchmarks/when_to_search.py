@@ -293,16 +293,17 @@ class SharedPrefixLM:
         self.lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
         prefix = os.path.commonprefix(sequences)[: min(map(len, sequences)) - 1]  # each keeps a token of its own
         self.prefix = list(prefix)
+        self._held = self.prefix  # the tokens the cache holds
         with torch.no_grad():
             self.cache = self.lm(torch.tensor([self.prefix]), use_cache=True).past_key_values if prefix else None
 
     def __call__(self, ids: list[int], keep: int | None = None, hidden: bool = False) -> Any:
-        """The model's output on ``ids`` (which start with the prefix) past the prefix: ``logits[i]`` predicts
-        ``ids[len(prefix) + i + 1]``. The cache then holds ``ids``, cropped back to ``keep`` tokens (default: the
-        prefix) before the next call, so a call can continue the previous one."""
+        """The model's output on ``ids`` past their first ``keep`` tokens (default: the prefix), which must be the
+        cache's: ``logits[i]`` predicts ``ids[keep + i + 1]``. The cache is cropped to those ``keep`` tokens first and
+        holds all of ``ids`` after, so the next call may continue this one (``keep`` up to ``len(ids)``)."""
         keep = len(self.prefix) if keep is None else keep
-        if ids[:keep] != (self.prefix if keep == len(self.prefix) else self._held[:keep]):
-            raise ValueError("the sequence does not continue the cached tokens")
+        if keep > len(self._held) or ids[:keep] != self._held[:keep]:
+            raise ValueError(f"the sequence does not continue the {keep} cached tokens")
         if self.cache is not None:
             self.cache.crop(keep)
         with self.torch.no_grad():
