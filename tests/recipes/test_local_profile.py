@@ -7,15 +7,16 @@ real retriever server (MiniLM index of the fixture corpus); the judge is the fak
 (``LOCAL_JUDGE_URL``), always answering True. One main_ppo run, under the machine-wide lock (head and job both
 inside it).
 
-A random tiny policy almost never writes a well-formed, correct trajectory, and HiPRAG's judges run only when
-A = F = 1, so the run appends one override, the one thing it changes in the recipe: the ``hiprag_agent`` entry the
+A random tiny policy almost never writes a well-formed, correct trajectory, and HiPRAG's judges run only when A = F = 1,
+so the run changes the policy and nothing else: it appends two overrides, by which the ``hiprag_agent`` entry the
 prepared rows name is the scripted oracle inside HiPRAG's real agent loop (:mod:`agentrag_verl.testing.oracle_policy`:
-one search for the question through the script's retriever, one non-search step, the gold answer; the re-answers
-come from the real policy on the rollout server). Every trajectory then scores Eq. 1 with A = F = 1 and 1 optimal
-step of 2 (the search step judged an over-search, the non-search step correct): 1.0 + 0.4 x 1/2 = 1.2. The run
-checks that the recipe YAML composes in main_ppo joined to the job's cluster, that HipragRewardManager scores
-exactly that with both judges over HTTP (its reward_extra_info reaches verl's metrics), that the critic trains,
-that both steps finish, and that a job that fails makes submit.sh exit 1 naming its log.
+one search for the question through the script's retriever, one non-search step, the gold answer; the re-answers come
+from the real policy on the rollout server) and the local profile's initial search for a random policy is off, and sets
+``LOCAL_RESPONSE_LENGTH`` to hold the oracle's answer. Every trajectory then scores Eq. 1 with A = F = 1 and 1 optimal
+step of 2 (the search step judged an over-search, the non-search step correct): 1.0 + 0.4 x 1/2 = 1.2. The run checks
+that the recipe YAML composes in main_ppo joined to the job's cluster, that HipragRewardManager scores exactly that with
+both judges over HTTP (its reward_extra_info reaches verl's metrics), that the critic trains, that both steps finish,
+and that a job that fails makes submit.sh exit 1 naming its log.
 """
 
 from __future__ import annotations
