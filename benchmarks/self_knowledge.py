@@ -46,6 +46,8 @@ from typing import Any
 
 from when_to_search import SharedPrefixLM, decisions
 
+from agentrag_verl.data.knowledge import KNOWLEDGE_KEY
+
 COMMON = "common"
 CLEAR = (0.8, 0.2)
 """Closed-book rates of the clear cases: known at or above the first, not known at or below the second."""
@@ -219,20 +221,22 @@ def answer_confidence(model: Path, records: dict[str, dict[str, Any]]) -> dict[s
     return out
 
 
-def load_probe(dirs: Sequence[Path], format_name: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-    """The labelled rows of every dataset of the probe folders (``<dir>/<dataset>/<split>.jsonl``), and their greedy
-    closed-book records (``<dir>/greedy/<format>/demos.jsonl``), both by ``dataset/id``."""
+def load_probe(dirs: Sequence[Path], format_name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The labelled questions of every dataset of the probe folders (``<dir>/<dataset>/<split>.jsonl``, read by
+    :func:`~agentrag_verl.data.flashrag.read_questions`), and their greedy closed-book records
+    (``<dir>/greedy/<format>/demos.jsonl``), both by ``dataset/id``."""
+    from agentrag_verl.data.flashrag import read_questions
+
     rows, greedy = {}, {}
     for d in dirs:
         for path in sorted(d.glob("*/*.jsonl")):
-            for line in path.read_text(encoding="utf-8").splitlines():
-                r = json.loads(line)
-                if "knowledge" not in (r.get("metadata") or {}):
+            for q in read_questions(path, dataset=path.parent.name, split=path.stem):
+                if KNOWLEDGE_KEY not in (q.metadata.get("metadata") or {}):
                     raise ValueError(
-                        f"{path}: a row without metadata.knowledge; give folders written by `agentrag-verl data "
-                        "knowledge` (or benchmarks/when_to_search.py's probes)"
+                        f"{path}: row {q.id} has no metadata.{KNOWLEDGE_KEY}; give folders written by `agentrag-verl "
+                        "data knowledge` (or benchmarks/when_to_search.py's probes)"
                     )
-                rows[f"{path.parent.name}/{r['id']}"] = r
+                rows[q.key] = q
         demos = d / "greedy" / format_name / "demos.jsonl"
         if not demos.exists():
             raise FileNotFoundError(f"{demos}: the probe's greedy answers; is --format the probe's ({format_name})?")
@@ -244,10 +248,15 @@ def load_probe(dirs: Sequence[Path], format_name: str) -> tuple[dict[str, dict[s
     return rows, greedy
 
 
-def read_scores(scores: dict[str, Sequence[float]], keys: Sequence[str], rows: dict[str, dict[str, Any]]) -> dict:
+def label(question: Any) -> dict[str, Any]:
+    """A probed question's knowledge label (``rate``, ``known``, ...)."""
+    return question.metadata["metadata"][KNOWLEDGE_KEY]
+
+
+def read_scores(scores: dict[str, Sequence[float]], keys: Sequence[str], rows: dict[str, Any]) -> dict:
     """AUROC ± CI of each score for known against not known on ``keys``, and on the clear cases alone."""
-    rate = [rows[k]["metadata"]["knowledge"]["rate"] for k in keys]
-    known = [rows[k]["metadata"]["knowledge"]["known"] for k in keys]
+    rate = [label(rows[k])["rate"] for k in keys]
+    known = [label(rows[k])["known"] for k in keys]
     clear = [i for i, r in enumerate(rate) if r >= CLEAR[0] or r <= CLEAR[1]]
     return {
         name: {"all": auroc_ci(s, known), "clear": auroc_ci([s[i] for i in clear], [known[i] for i in clear])}
@@ -269,8 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [k for k in common if k not in greedy]
     if missing:
         raise ValueError(f"{len(missing)} common questions lack a greedy record (first: {missing[0]}): rerun the probe")
-    questions = {k: rows[k]["question"] for k in keys}
-    print(f"{len(common)} common questions ({sum(rows[k]['metadata']['knowledge']['known'] for k in common)} known), "
+    questions = {k: rows[k].question for k in keys}
+    print(f"{len(common)} common questions ({sum(label(rows[k])['known'] for k in common)} known), "
           f"{len(keys) - len(common)} corpus questions; model {args.model}", flush=True)  # fmt: skip
     import torch
 
@@ -279,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     choice = {k: decided[k][0] for k in common}
     confidence = answer_confidence(args.model, {k: greedy[k] for k in common})
     ci = [keys.index(k) for k in common]
-    known = [bool(rows[k]["metadata"]["knowledge"]["known"]) for k in common]
+    known = [bool(label(rows[k])["known"]) for k in common]
     probe = linear_probe(hidden[:, ci], known, args.seed)
     kind = linear_probe(hidden, [k.startswith(f"{COMMON}/") for k in keys], args.seed)
     result = {
