@@ -289,8 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     confidence = answer_confidence(args.model, {k: greedy[k] for k in common})
     ci = [keys.index(k) for k in common]
     known = [bool(label(rows[k])["known"]) for k in common]
+    is_common = [k.startswith(f"{COMMON}/") for k in keys]
     probe = linear_probe(hidden[:, ci], known, args.seed)
-    kind = linear_probe(hidden, [k.startswith(f"{COMMON}/") for k in keys], args.seed)
+    kind = linear_probe(hidden, is_common, args.seed)
     result = {
         "model": str(args.model),
         "probe": [str(d) for d in args.probe],
@@ -303,12 +304,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
             common,
             rows,
-        ),  # fmt: skip
+        ),
         "linear_probe": {k: v for k, v in probe.items() if k != "scores"},
-        "kind_linear_probe": auroc_ci(kind["scores"], [k.startswith(f"{COMMON}/") for k in keys]),
+        "kind_linear_probe": auroc_ci(kind["scores"], is_common),
     }
-    out = args.out
-    out.write_text(json.dumps(result, indent=1))
+    args.out.write_text(json.dumps(result, indent=1))
     print("| score | AUROC, known vs not (all) | clear cases only |\n|---|---|---|")
     for name, r in result["known_vs_not"].items():
         a, c = r["all"], r["clear"]
@@ -317,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"linear probe, common vs corpus: {result['kind_linear_probe']['auroc']}; folds chose "
           f"{probe['chosen']}; learning curve at {probe['curve_at']}: "
           + ", ".join(f"{n}: {v['auroc_mean']}" for n, v in probe["learning_curve"].items()))  # fmt: skip
-    print(f"wrote {out}")
+    print(f"wrote {args.out}")
     return 0
 
 
